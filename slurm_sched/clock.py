@@ -1,0 +1,90 @@
+"""Clocks: the one place that knows whether time is simulated or real.
+
+The :class:`~slurm_sched.controller.Controller` asks ``wait(wake_at_s)`` for the time of its next
+cycle. The simulated clock jumps to the next event (arrival, completion) or to the policy's timer,
+whichever comes first, handling the events on the way. The wall clock sleeps until the timer or
+the next fixed period, whichever comes first (a Slurm event source may wake it earlier).
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+
+from slurm_sched.sim.backend import SimulatedBackend
+
+
+class Clock(abc.ABC):
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Current time in seconds."""
+
+    @abc.abstractmethod
+    def wait(self, wake_at_s: float | None) -> float | None:
+        """Block until the next cycle is due; return its time, or None if nothing can happen."""
+
+    @property
+    def stopped(self) -> bool:
+        """True once stopped on purpose (shutdown): a None from wait() is then no stall."""
+        return False
+
+
+class SimulatedClock(Clock):
+    """Event-driven virtual time over a :class:`SimulatedBackend`'s event queue."""
+
+    def __init__(self, backend: SimulatedBackend) -> None:
+        self.backend = backend
+
+    def now(self) -> float:
+        return self.backend.now_s
+
+    def wait(self, wake_at_s: float | None) -> float | None:
+        nxt = self.backend.next_event_s()
+        if wake_at_s is not None and wake_at_s <= self.backend.now_s:
+            wake_at_s = None  # a timer in the past is no timer (guards against busy loops)
+        if nxt is None and wake_at_s is None:
+            return None
+        t = nxt if wake_at_s is None else (wake_at_s if nxt is None else min(nxt, wake_at_s))
+        self.backend.advance_to(t)
+        return t
+
+
+class WallClock(Clock):
+    """Real time: cycles every ``period_s`` at most, earlier if the policy's timer is due.
+
+    ``poke()`` (from a signal handler or a Slurm event watcher) ends the current wait at once;
+    ``stop()`` makes every later ``wait`` return None.
+    """
+
+    def __init__(self, period_s: float = 5.0) -> None:
+        if period_s <= 0:
+            raise ValueError(f"period_s must be > 0, got {period_s}")
+        self.period_s = period_s
+        self._wake = threading.Event()
+        self._stopped = False
+
+    def now(self) -> float:
+        return time.time()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def wait(self, wake_at_s: float | None) -> float | None:
+        if self._stopped:
+            return None
+        now = self.now()
+        until = now + self.period_s
+        if wake_at_s is not None:
+            until = min(until, max(now, wake_at_s))
+        self._wake.wait(timeout=max(0.0, until - now))
+        self._wake.clear()
+        return None if self._stopped else self.now()

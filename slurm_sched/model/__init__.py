@@ -1,0 +1,42 @@
+"""Frozen, typed models shared by the policies, the simulator and the Slurm backend."""
+
+from slurm_sched.model.actions import (
+    ACTION_ADAPTER,
+    Action,
+    ActionResult,
+    Migrate,
+    Preempt,
+    Reconfigure,
+    Resume,
+    Share,
+    Start,
+    Suspend,
+)
+from slurm_sched.model.cluster import Cluster, Node, parse_cluster_spec
+from slurm_sched.model.job import JobSpec, JobState, JobView
+from slurm_sched.model.placement import NodeGpus, Placement
+from slurm_sched.model.settings import JobSettings
+from slurm_sched.model.snapshot import ClusterSnapshot
+
+__all__ = [
+    "ACTION_ADAPTER",
+    "Action",
+    "ActionResult",
+    "Cluster",
+    "ClusterSnapshot",
+    "JobSettings",
+    "JobSpec",
+    "JobState",
+    "JobView",
+    "Migrate",
+    "Node",
+    "NodeGpus",
+    "Placement",
+    "Preempt",
+    "Reconfigure",
+    "Resume",
+    "Share",
+    "Start",
+    "Suspend",
+    "parse_cluster_spec",
+]

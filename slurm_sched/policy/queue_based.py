@@ -1,0 +1,98 @@
+"""Building blocks shared by the queue-ordering baselines (FIFO, SJF, SRTF, Tiresias).
+
+Two shapes:
+- :func:`start_in_order` — non-preemptive: walk pending jobs in priority order and start those
+  that fit (optionally stopping at the first that does not: head-of-line blocking).
+- :func:`preemptive_in_order` — walk *all* active jobs in priority order, mark a job to run if its
+  GPU count still fits the cluster's remaining GPUs (counting, not blocking); preempt running
+  jobs that were not marked, keep marked running jobs where they are, and place the newly marked
+  ones in the GPUs that are then free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView, Placement, Preempt, Start
+from slurm_sched.policy.placement import FreeMap, free_map, pack_consolidated
+
+Packer = Callable[[FreeMap, int], Placement | None]
+
+
+def _free_for(free: FreeMap, snapshot: ClusterSnapshot, gpu_type: str | None) -> FreeMap:
+    """The part of ``free`` a job may use (same lists, so taking GPUs updates ``free``)."""
+    if gpu_type is None:
+        return free
+    by_name = snapshot.cluster.by_name
+    return {n: g for n, g in free.items() if by_name[n].gpu_type == gpu_type}
+
+
+def start_in_order(
+    snapshot: ClusterSnapshot,
+    ordered_pending: Iterable[JobView],
+    *,
+    blocking: bool,
+    packer: Packer = pack_consolidated,
+    reason: str = "",
+) -> list[Action]:
+    """Start pending jobs in the given order while they fit (non-preemptive)."""
+    free = free_map(snapshot)
+    actions: list[Action] = []
+    for job in ordered_pending:
+        placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
+        if placement is None:
+            if blocking:
+                break
+            continue
+        actions.append(Start(job_id=job.job_id, placement=placement, reason=reason))
+    return actions
+
+
+def preemptive_in_order(
+    snapshot: ClusterSnapshot,
+    ordered_active: list[JobView],
+    *,
+    packer: Packer,
+    reason: str = "",
+) -> list[Action]:
+    """Run the highest-priority jobs that fit by GPU count, preempting the rest.
+
+    GPU counting is done per GPU type for jobs that require one. Suspended jobs are treated like
+    running ones (they hold GPUs) and are preempted when not chosen.
+    """
+    cluster = snapshot.cluster
+    left: dict[str | None, int] = {None: cluster.total_gpus}
+    for t in cluster.gpu_types:
+        left[t] = cluster.gpus_of_type(t)
+    chosen: set[str] = set()
+    for job in ordered_active:
+        g = job.spec.num_gpus
+        t = job.spec.gpu_type
+        if g <= left[None] and (t is None or g <= left.get(t, 0)):
+            chosen.add(job.job_id)
+            left[None] -= g
+            if t is not None:
+                left[t] -= g
+            else:
+                # an untyped job takes GPUs of some type; keep per-type counts conservative
+                for k in left:
+                    if k is not None:
+                        left[k] = min(left[k], left[None])
+    actions: list[Action] = []
+    free = free_map(snapshot)
+    for job in ordered_active:
+        if job.state is not JobState.PENDING and job.job_id not in chosen:
+            actions.append(Preempt(job_id=job.job_id, reason=reason or "lower priority"))
+            assert job.placement is not None
+            for node, g in job.placement.slots():
+                if len(snapshot.occupancy.get((node, g), ())) == 1:
+                    free[node].append(g)
+    for gpus in free.values():
+        gpus.sort()
+    for job in ordered_active:
+        if job.state is JobState.PENDING and job.job_id in chosen:
+            placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
+            if placement is None:  # fragmentation across GPU types: wait for the next cycle
+                continue
+            actions.append(Start(job_id=job.job_id, placement=placement, reason=reason))
+    return actions

@@ -1,0 +1,438 @@
+"""The in-memory cluster the simulator drives: a real :class:`ClusterBackend`, not a mock.
+
+It owns the event queue (arrivals, completions) and the simulated time. Progress is accounted
+lazily (see :class:`~slurm_sched.model.job.JobView`): a job's view changes only when its state,
+placement or rate changes, so a snapshot is cheap even with thousands of active jobs.
+
+Rules it enforces (an action breaking one fails as data, never silently):
+- a GPU holds at most ``max_jobs_per_gpu`` jobs (running or suspended); ``Start`` and ``Migrate``
+  need GPUs no other job holds, ``Share`` may join jobs already there;
+- a job's GPUs must be of its required type, exist on the named nodes, and (except for
+  ``Reconfigure``) number exactly what the job asked for: gangs start whole;
+- a job restarted after a preemption, migration or reconfiguration makes no progress for
+  ``restart_overhead_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from slurm_sched.backend import ClusterBackend, CompletedJob
+from slurm_sched.model import (
+    Action,
+    ActionResult,
+    Cluster,
+    ClusterSnapshot,
+    JobSettings,
+    JobSpec,
+    JobState,
+    JobView,
+    Placement,
+)
+from slurm_sched.sim.events import Event, EventKind, EventQueue
+from slurm_sched.sim.progress import ProgressModel
+
+log = logging.getLogger(__name__)
+
+Slot = tuple[str, int]
+
+
+class ActionRejected(Exception):
+    """Internal: an action cannot be applied; becomes ``ActionResult(ok=False)``."""
+
+
+class SimulatedBackend(ClusterBackend):
+    """A simulated cluster fed by a trace.
+
+    Args:
+        cluster: the nodes.
+        jobs: the trace; each job arrives at its ``submit_time_s``.
+        progress: the progress model (rates); identity by default.
+        restart_overhead_s: dead time after a restart (preempt/migrate/reconfigure).
+        max_jobs_per_gpu: sharing capacity C of one GPU.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: Iterable[JobSpec],
+        progress: ProgressModel | None = None,
+        restart_overhead_s: float = 30.0,
+        max_jobs_per_gpu: int = 2,
+    ) -> None:
+        if restart_overhead_s < 0:
+            raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s}")
+        if max_jobs_per_gpu < 1:
+            raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
+        self.cluster = cluster
+        self.progress = progress or ProgressModel()
+        self.restart_overhead_s = restart_overhead_s
+        self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.now_s = 0.0
+        self._events = EventQueue()
+        self._specs: dict[str, JobSpec] = {}
+        self._views: dict[str, JobView] = {}  # active jobs, in arrival order
+        self._version: dict[str, int] = {}
+        self._scheduled: dict[str, int] = {}  # job -> version of its pending completion event
+        self._slot_jobs: dict[Slot, list[str]] = {}  # running or suspended holders
+        self._free: dict[str, set[int]] = {n.name: set(range(n.num_gpus)) for n in cluster.nodes}
+        self._completed: list[CompletedJob] = []
+        self.rejected: list[tuple[JobSpec, str]] = []
+        self._results_by_request: dict[str, ActionResult] = {}
+        self._pending_arrivals = 0
+        # GPU-time accounting for utilisation: slots with at least one RUNNING job.
+        self._busy_slots = 0
+        self._busy_since_s = 0.0
+        self.busy_gpu_s = 0.0
+        self.first_submit_s: float | None = None
+        self._load(jobs)
+
+    # ------------------------------------------------------------------ trace
+    def _load(self, jobs: Iterable[JobSpec]) -> None:
+        capacity: dict[str | None, int] = {None: self.cluster.total_gpus}
+        for t in self.cluster.gpu_types:
+            capacity[t] = self.cluster.gpus_of_type(t)
+        for spec in jobs:
+            if spec.job_id in self._specs:
+                raise ValueError(f"duplicate job id {spec.job_id!r} in trace")
+            cap = capacity.get(spec.gpu_type, 0)
+            if spec.num_gpus > cap:
+                # Never dropped silently: kept in `rejected` and reported by the metrics.
+                reason = (
+                    f"asks for {spec.num_gpus} GPU(s)"
+                    f"{' of type ' + spec.gpu_type if spec.gpu_type else ''}; cluster has {cap}"
+                )
+                self.rejected.append((spec, reason))
+                log.warning("job %s can never run: %s", spec.job_id, reason)
+                continue
+            self._specs[spec.job_id] = spec
+            self._events.push(Event(spec.submit_time_s, EventKind.ARRIVAL, spec.job_id))
+            self._pending_arrivals += 1
+            if self.first_submit_s is None or spec.submit_time_s < self.first_submit_s:
+                self.first_submit_s = spec.submit_time_s
+
+    @property
+    def total_jobs(self) -> int:
+        return len(self._specs)
+
+    # ------------------------------------------------------------------ clock
+    def next_event_s(self) -> float | None:
+        return self._events.peek_time()
+
+    def advance_to(self, t_s: float) -> None:
+        """Move time to ``t_s``, handling every event at or before it."""
+        if t_s < self.now_s:
+            raise ValueError(f"time cannot go back: {t_s} < now {self.now_s}")
+        while (nt := self._events.peek_time()) is not None and nt <= t_s:
+            ev = self._events.pop()
+            self._set_now(ev.time_s)
+            if ev.kind is EventKind.ARRIVAL:
+                self._arrive(ev.job_id)
+            elif ev.kind is EventKind.COMPLETION and self._version.get(ev.job_id) == ev.version:
+                self._complete(ev.job_id)
+        self._set_now(t_s)
+
+    def _set_now(self, t_s: float) -> None:
+        if t_s > self.now_s:
+            self.busy_gpu_s += self._busy_slots * (t_s - self._busy_since_s)
+            self._busy_since_s = t_s
+            self.now_s = t_s
+
+    def _arrive(self, job_id: str) -> None:
+        self._pending_arrivals -= 1
+        spec = self._specs[job_id]
+        self._views[job_id] = JobView.model_construct(
+            spec=spec,
+            state=JobState.PENDING,
+            placement=None,
+            settings=JobSettings(),
+            first_start_s=None,
+            accounted_at_s=self.now_s,
+            executed_s=0.0,
+            work_done_s=0.0,
+            rate=0.0,
+            stall_until_s=0.0,
+            preemptions=0,
+        )
+        self._version[job_id] = 0
+
+    def _complete(self, job_id: str) -> None:
+        v = self._account(self._views[job_id])
+        self._release_slots(v)
+        del self._views[job_id]
+        del self._version[job_id]
+        self._scheduled.pop(job_id, None)
+        self._completed.append(
+            CompletedJob(
+                spec=v.spec,
+                first_start_s=v.first_start_s if v.first_start_s is not None else self.now_s,
+                finish_s=self.now_s,
+                executed_s=v.executed_s,
+                preemptions=v.preemptions,
+            )
+        )
+        self._refresh_rates(self._neighbours(v))
+
+    # ------------------------------------------------------------------ backend API
+    def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot.model_construct(
+            now_s=self.now_s,
+            cluster=self.cluster,
+            jobs=tuple(self._views.values()),
+            known_free_gpus={n: tuple(sorted(g)) for n, g in self._free.items()},
+        )
+
+    def finished(self) -> bool:
+        return not self._views and self._pending_arrivals == 0
+
+    def completed(self) -> list[CompletedJob]:
+        return list(self._completed)
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        results: list[ActionResult] = []
+        changed: list[JobView] = []
+        for action in actions:
+            rid = action.request_id
+            if rid is not None and rid in self._results_by_request:
+                results.append(self._results_by_request[rid])
+                continue
+            try:
+                changed.extend(self._apply_one(action))
+                res = ActionResult(action=action, ok=True)
+            except ActionRejected as e:
+                res = ActionResult(action=action, ok=False, error=str(e))
+                log.debug("t=%.0f rejected %s %s: %s", self.now_s, action.kind, action.job_id, e)
+            if rid is not None:
+                self._results_by_request[rid] = res
+            results.append(res)
+        if changed:
+            affected: dict[str, None] = {}
+            for v in changed:
+                for n in self._neighbours(v):
+                    affected[n] = None
+                if v.job_id in self._views:
+                    affected[v.job_id] = None
+            self._refresh_rates(affected)
+        return results
+
+    # ------------------------------------------------------------------ actions
+    def _apply_one(self, a: Action) -> list[JobView]:
+        v = self._views.get(a.job_id)
+        if v is None:
+            raise ActionRejected(f"job {a.job_id} is not active (unknown, not arrived or finished)")
+        kind = a.kind
+        if kind in ("start", "share"):
+            self._require(v, JobState.PENDING, a)
+            self._check_placement(v, a.placement, allow_shared=(kind == "share"), exact=True)
+            restarted = v.first_start_s is not None
+            return [self._place(v, a.placement, a.settings, restarted=restarted)]
+        if kind == "suspend":
+            self._require(v, JobState.RUNNING, a)
+            return [self._set_state(v, JobState.SUSPENDED)]
+        if kind == "resume":
+            self._require(v, JobState.SUSPENDED, a)
+            return [self._set_state(v, JobState.RUNNING)]
+        if kind == "preempt":
+            if v.state not in (JobState.RUNNING, JobState.SUSPENDED):
+                raise ActionRejected(f"cannot preempt job {v.job_id} in state {v.state}")
+            v = self._account(v)
+            self._release_slots(v)
+            nv = v.model_copy(
+                update={
+                    "state": JobState.PENDING,
+                    "placement": None,
+                    "rate": 0.0,
+                    "preemptions": v.preemptions + 1,
+                }
+            )
+            self._store(nv)
+            return [v]
+        if kind in ("migrate", "reconfigure"):
+            if kind == "migrate":
+                self._require(v, JobState.RUNNING, a)
+            elif v.state is JobState.SUSPENDED:
+                raise ActionRejected(f"cannot reconfigure suspended job {v.job_id}; resume first")
+            old = v
+            if v.state is not JobState.PENDING:
+                v = self._account(v)
+                self._release_slots(v)
+                v = v.model_copy(update={"state": JobState.PENDING, "placement": None})
+                self._store(v)
+            try:
+                self._check_placement(v, a.placement, allow_shared=False, exact=(kind == "migrate"))
+            except ActionRejected:
+                if old.state is not JobState.PENDING:  # put it back as it was
+                    self._store(old)
+                    self._take_slots(old)
+                raise
+            settings = a.settings if kind == "reconfigure" else v.settings
+            restarted = v.first_start_s is not None
+            nv = self._place(v, a.placement, settings, restarted=restarted)
+            return [old, nv]
+        raise ActionRejected(f"unknown action kind {kind!r}")
+
+    @staticmethod
+    def _require(v: JobView, state: JobState, a: Action) -> None:
+        if v.state is not state:
+            raise ActionRejected(f"cannot {a.kind} job {v.job_id} in state {v.state}")
+
+    def _check_placement(
+        self, v: JobView, p: Placement, *, allow_shared: bool, exact: bool
+    ) -> None:
+        if exact and p.num_gpus != v.spec.num_gpus:
+            raise ActionRejected(
+                f"job {v.job_id} asks for {v.spec.num_gpus} GPU(s), placement has {p.num_gpus}"
+            )
+        by_name = self.cluster.by_name
+        for part in p.parts:
+            node = by_name.get(part.node)
+            if node is None:
+                raise ActionRejected(f"unknown node {part.node!r}")
+            if v.spec.gpu_type is not None and node.gpu_type != v.spec.gpu_type:
+                raise ActionRejected(
+                    f"job {v.job_id} needs {v.spec.gpu_type} GPUs, "
+                    f"node {node.name} has {node.gpu_type}"
+                )
+            for g in part.gpus:
+                if g >= node.num_gpus:
+                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
+                holders = self._slot_jobs.get((node.name, g), ())
+                if holders and not allow_shared:
+                    raise ActionRejected(
+                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
+                        "use Share to co-locate"
+                    )
+                if len(holders) >= self.max_jobs_per_gpu:
+                    raise ActionRejected(
+                        f"GPU {node.name}:{g} already holds {len(holders)} job(s) "
+                        f"(max {self.max_jobs_per_gpu})"
+                    )
+
+    # ------------------------------------------------------------------ state changes
+    def _place(
+        self, v: JobView, p: Placement, settings: JobSettings, *, restarted: bool
+    ) -> JobView:
+        now = self.now_s
+        nv = v.model_copy(
+            update={
+                "state": JobState.RUNNING,
+                "placement": p,
+                "settings": settings,
+                "first_start_s": v.first_start_s if v.first_start_s is not None else now,
+                "accounted_at_s": now,
+                "stall_until_s": now + self.restart_overhead_s if restarted else now,
+                "rate": 0.0,  # set by _refresh_rates
+            }
+        )
+        self._store(nv)
+        self._take_slots(nv)
+        return nv
+
+    def _set_state(self, v: JobView, state: JobState) -> JobView:
+        v = self._account(v)
+        was_running = v.state is JobState.RUNNING
+        nv = v.model_copy(update={"state": state, "rate": 0.0})
+        self._store(nv)
+        if was_running != (state is JobState.RUNNING):
+            delta = -1 if was_running else 1
+            for slot in nv.placement.slots() if nv.placement else ():
+                if not self._running_on(slot, exclude=nv.job_id):
+                    self._busy_slots += delta
+        return nv
+
+    def _account(self, v: JobView) -> JobView:
+        """Fold progress up to now into the stored view."""
+        now = self.now_s
+        if v.state is not JobState.RUNNING or now == v.accounted_at_s:
+            if v.accounted_at_s != now:
+                v = v.model_copy(update={"accounted_at_s": now})
+                self._views[v.job_id] = v
+            return v
+        nv = v.model_copy(
+            update={
+                "work_done_s": v.work_done_at(now),
+                "executed_s": v.executed_at(now),
+                "accounted_at_s": now,
+            }
+        )
+        self._views[v.job_id] = nv
+        return nv
+
+    def _store(self, v: JobView) -> None:
+        self._views[v.job_id] = v
+        self._version[v.job_id] += 1  # invalidates any scheduled completion
+
+    def _running_on(self, slot: Slot, exclude: str) -> bool:
+        return any(
+            j != exclude and self._views[j].state is JobState.RUNNING
+            for j in self._slot_jobs.get(slot, ())
+        )
+
+    def _take_slots(self, v: JobView) -> None:
+        assert v.placement is not None
+        running = v.state is JobState.RUNNING
+        for slot in v.placement.slots():
+            holders = self._slot_jobs.setdefault(slot, [])
+            if running and not self._running_on(slot, exclude=v.job_id):
+                self._busy_slots += 1
+            holders.append(v.job_id)
+            self._free[slot[0]].discard(slot[1])
+
+    def _release_slots(self, v: JobView) -> None:
+        if v.placement is None:
+            return
+        running = v.state is JobState.RUNNING
+        for slot in v.placement.slots():
+            holders = self._slot_jobs[slot]
+            holders.remove(v.job_id)
+            if running and not self._running_on(slot, exclude=v.job_id):
+                self._busy_slots -= 1
+            if not holders:
+                del self._slot_jobs[slot]
+                self._free[slot[0]].add(slot[1])
+
+    def _neighbours(self, v: JobView) -> list[str]:
+        """Active jobs sharing a GPU with ``v``'s placement (excluding ``v``)."""
+        if v.placement is None:
+            return []
+        out: dict[str, None] = {}
+        for slot in v.placement.slots():
+            for j in self._slot_jobs.get(slot, ()):
+                if j != v.job_id:
+                    out[j] = None
+        return list(out)
+
+    def _refresh_rates(self, job_ids: Iterable[str]) -> None:
+        """Recompute the rate of each running job given; reschedule its completion."""
+        for jid in job_ids:
+            v = self._views.get(jid)
+            if v is None:
+                continue
+            if v.state is not JobState.RUNNING or v.placement is None:
+                continue
+            co = [
+                self._views[j]
+                for j in self._neighbours(v)
+                if self._views[j].state is JobState.RUNNING
+            ]
+            rate = self.progress.rate(v, v.placement, co, self.cluster)
+            if rate <= 0:
+                raise ValueError(f"progress model gave rate {rate} for job {jid}")
+            if rate == v.rate and self._has_completion(v):
+                continue
+            v = self._account(v)
+            nv = v.model_copy(update={"rate": rate})
+            self._store(nv)
+            begin = max(self.now_s, nv.stall_until_s)
+            finish = begin + max(0.0, nv.spec.duration_s - nv.work_done_s) / rate
+            self._events.push(Event(finish, EventKind.COMPLETION, jid, self._version[jid]))
+            self._scheduled[jid] = self._version[jid]
+
+    def _has_completion(self, v: JobView) -> bool:
+        return self._scheduled.get(v.job_id) == self._version[v.job_id]
+
+    # ------------------------------------------------------------------ introspection
+    def jobs_on_gpu(self, node: str, gpu: int) -> tuple[str, ...]:
+        """Jobs holding one GPU now (running or suspended)."""
+        return tuple(self._slot_jobs.get((node, gpu), ()))

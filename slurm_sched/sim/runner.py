@@ -1,0 +1,69 @@
+"""Run one policy over a trace in the simulator: wires backend, clock and controller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from slurm_sched.backend import CompletedJob
+from slurm_sched.clock import SimulatedClock
+from slurm_sched.controller import Controller, ControllerStats
+from slurm_sched.model import ActionResult, Cluster, JobSpec
+from slurm_sched.policy import registry
+from slurm_sched.policy.base import Policy
+from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.metrics import RunMetrics, compute_metrics
+from slurm_sched.sim.progress import ProgressModel
+
+#: Called with (jobs completed so far, total jobs) after every cycle that finished a job.
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class SimulationResult:
+    metrics: RunMetrics
+    completed: list[CompletedJob]
+    stats: ControllerStats
+    rejected: list[tuple[JobSpec, str]]
+
+
+def simulate(
+    jobs: Sequence[JobSpec],
+    cluster: Cluster,
+    policy: str | Policy,
+    *,
+    restart_overhead_s: float = 30.0,
+    max_jobs_per_gpu: int = 2,
+    progress_model: ProgressModel | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> SimulationResult:
+    """Simulate ``policy`` (a registry name or an instance) on ``jobs`` over ``cluster``."""
+    pol = registry.create(policy) if isinstance(policy, str) else policy
+    backend = SimulatedBackend(
+        cluster,
+        jobs,
+        progress=progress_model,
+        restart_overhead_s=restart_overhead_s,
+        max_jobs_per_gpu=max_jobs_per_gpu,
+    )
+    total = backend.total_jobs
+    hook = None
+    if on_progress is not None:
+        seen = [0]
+
+        def hook(_now: float, _results: list[ActionResult]) -> None:
+            done = len(backend._completed)
+            if done != seen[0]:
+                seen[0] = done
+                on_progress(done, total)
+
+    stats = Controller(backend, pol, SimulatedClock(backend), on_cycle=hook).run()
+    completed = backend.completed()
+    metrics = compute_metrics(
+        pol.name,
+        completed,
+        total_gpus=cluster.total_gpus,
+        busy_gpu_s=backend.busy_gpu_s,
+        rejected_jobs=len(backend.rejected),
+    )
+    return SimulationResult(metrics, completed, stats, list(backend.rejected))
