@@ -26,8 +26,10 @@ class Policy(abc.ABC):
     name: ClassVar[str]
     paper: ClassVar[str] = ""
     summary: ClassVar[str] = ""
-    #: True if the policy reads ``JobSpec.duration_s`` (an oracle); ``slurm-sched policies`` says so.
+    #: True if the policy reads ``JobSpec.duration_s`` (an oracle).
     clairvoyant: ClassVar[bool] = False
+    #: True if the policy co-locates jobs on a GPU (Share); exclusive policies never do.
+    shares_gpus: ClassVar[bool] = False
 
     @abc.abstractmethod
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:

@@ -1,0 +1,214 @@
+"""``slurm-sched``: the command line (click).
+
+Every bad input ends in one line on stderr, ``error: <file>:<line>: field '<f>' = <value>: <why>``,
+and exit code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from slurm_sched import __version__
+from slurm_sched.errors import InputError, SlurmSchedError
+from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
+from slurm_sched.policy import registry
+
+log = logging.getLogger("slurm_sched")
+
+EXIT_INPUT = 2
+EXIT_FAILURE = 1
+
+
+def _cluster(_ctx: click.Context, _param: click.Parameter, value: str) -> Cluster:
+    return parse_cluster_spec(value)
+
+
+def _policy_names(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise InputError("no policy given", field="policies", value=value)
+    for n in names:
+        registry.create(n)  # validates the name, one-line error if unknown
+    return names
+
+
+def _load_trace(path: str, fmt: str | None, limit: int | None) -> list[JobSpec]:
+    from slurm_sched import traces
+
+    p = Path(path)
+    if not p.exists():
+        try:
+            p = traces.bundled(path)
+        except (FileNotFoundError, KeyError, ValueError):
+            raise InputError("no such file (nor a bundled trace of that name)",
+                             field="trace", value=path) from None
+    jobs = traces.read_trace(p, fmt)
+    if limit is not None:
+        jobs = jobs[:limit]
+    return jobs
+
+
+class _Progress:
+    """A throttled one-line progress display on stderr (a bar on a terminal)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+        self._t0 = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < (0.2 if self.tty else 5.0):
+            return
+        self._last = now
+        frac = done / total if total else 1.0
+        bar = "#" * int(frac * 30)
+        msg = (f"{self.label} [{bar:<30}] {done}/{total} jobs done "
+               f"({frac:.0%}, {now - self._t0:.0f}s)")
+        if self.tty:
+            click.echo("\r" + msg, err=True, nl=done >= total)
+        else:
+            click.echo(msg, err=True)
+
+
+common_sim_options = [
+    click.option("--trace", "trace", required=True,
+                 help="Trace file, or a bundled trace name such as muri/trace1.csv."),
+    click.option("--trace-format", "trace_format", default=None,
+                 help="Trace format (default: detected from the header)."),
+    click.option("--cluster", "cluster", required=True, callback=_cluster,
+                 help="Cluster NxG[:type][,NxG[:type]...], e.g. 16x4 or 3x8:v100,6x8:p100."),
+    click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=30.0,
+                 show_default=True, help="Dead time after a job restarts (preempt/migrate)."),
+    click.option("--limit", type=click.IntRange(min=1), default=None,
+                 help="Use only the first N jobs of the trace."),
+    click.option("--format", "out_format", type=click.Choice(["table", "json"]),
+                 default="table", show_default=True),
+    click.option("--quiet", is_flag=True, help="No progress output."),
+]
+
+
+def _with_options(options):
+    def deco(f):
+        for o in reversed(options):
+            f = o(f)
+        return f
+
+    return deco
+
+
+@click.group()
+@click.version_option(__version__, prog_name="slurm-sched")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """External Slurm scheduler for deep-learning jobs, and its trace-driven simulator."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _run(jobs, cluster, names, restart_overhead_s, quiet):
+    from slurm_sched.sim.runner import simulate
+
+    results = {}
+    for name in names:
+        prog = _Progress(name, enabled=not quiet)
+        res = simulate(jobs, cluster, name, restart_overhead_s=restart_overhead_s,
+                       on_progress=prog)
+        for spec, why in res.rejected[:1]:
+            click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
+                       f"were not run, e.g. {spec.job_id}: {why}", err=True)
+        results[name] = res
+    return results
+
+
+def _emit(results, out_format: str) -> None:
+    from slurm_sched.sim.report import format_table, to_json
+
+    rows = [r.metrics for r in results.values()]
+    click.echo(to_json(rows) if out_format == "json" else format_table(rows))
+
+
+@cli.command()
+@click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
+@_with_options(common_sim_options)
+def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, out_format, quiet):
+    """Simulate one policy on a trace."""
+    names = _policy_names(policy)
+    jobs = _load_trace(trace, trace_format, limit)
+    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet), out_format)
+
+
+@cli.command()
+@click.option("--policies", required=True, help="Comma-separated policy names.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write a JCT CDF plot (PNG) here.")
+@_with_options(common_sim_options)
+def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit, out_format,
+            quiet):
+    """Simulate several policies on the same trace and compare them."""
+    names = _policy_names(policies)
+    jobs = _load_trace(trace, trace_format, limit)
+    results = _run(jobs, cluster, names, restart_overhead_s, quiet)
+    _emit(results, out_format)
+    if plot:
+        from slurm_sched.sim.report import plot_jct_cdf
+
+        out = plot_jct_cdf({n: r.completed for n, r in results.items()}, plot,
+                           title=f"{Path(trace).name} on {len(cluster.nodes)} nodes, "
+                                 f"{cluster.total_gpus} GPUs")
+        click.echo(f"plot written to {out}", err=True)
+
+
+@cli.command()
+def policies() -> None:
+    """List the available policies: name, paper, one line each."""
+    infos = registry.available()
+    w = max(len(p.name) for p in infos)
+    for p in infos:
+        oracle = " [uses true durations]" if p.clairvoyant else ""
+        click.echo(f"{p.name.ljust(w)}  {p.summary}{oracle}  ({p.paper})")
+
+
+def _add_optional_groups() -> None:
+    try:
+        from slurm_sched.slurm.cluster_cli import cluster_cli
+    except ImportError:  # the Slurm side is optional for pure simulation users
+        return
+    cli.add_command(cluster_cli, "cluster")
+
+
+_add_optional_groups()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the CLI and maps errors to exit codes (2 = bad input)."""
+    try:
+        cli.main(args=argv, prog_name="slurm-sched", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_FAILURE
+    except click.ClickException as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        return EXIT_INPUT
+    except InputError as e:
+        click.echo(f"error: {e.one_line()}", err=True)
+        return EXIT_INPUT
+    except SlurmSchedError as e:
+        click.echo(f"error: {e}", err=True)
+        return EXIT_FAILURE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
