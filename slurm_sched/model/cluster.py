@@ -66,8 +66,17 @@ class Cluster(BaseModel):
     def max_gpus_per_node(self) -> int:
         return max((n.num_gpus for n in self.nodes), default=0)
 
+    @cached_property
+    def capacity_by_type(self) -> dict[str | None, int]:
+        """GPUs per type; the key None counts every GPU."""
+        cap: dict[str | None, int] = {None: self.total_gpus}
+        for n in self.nodes:
+            if n.num_gpus:
+                cap[n.gpu_type] = cap.get(n.gpu_type, 0) + n.num_gpus
+        return cap
+
     def gpus_of_type(self, gpu_type: str | None) -> int:
-        return sum(n.num_gpus for n in self.nodes if gpu_type in (None, n.gpu_type))
+        return self.capacity_by_type.get(gpu_type, 0)
 
 
 _SPEC_PART = re.compile(r"^(?P<n>\d+)x(?P<g>\d+)(?::(?P<type>[A-Za-z0-9_.-]+))?$")

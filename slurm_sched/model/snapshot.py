@@ -29,6 +29,8 @@ class ClusterSnapshot(BaseModel):
     jobs: tuple[JobView, ...]
     #: Free GPUs per node as the backend already knows them (saves recomputing them from jobs).
     known_free_gpus: dict[str, tuple[int, ...]] | None = Field(default=None, repr=False)
+    #: The pending jobs (in ``jobs`` order) as the backend already knows them.
+    known_pending: tuple[JobView, ...] | None = Field(default=None, repr=False)
 
     @cached_property
     def by_id(self) -> dict[str, JobView]:
@@ -39,6 +41,8 @@ class ClusterSnapshot(BaseModel):
 
     @cached_property
     def pending(self) -> tuple[JobView, ...]:
+        if self.known_pending is not None:
+            return self.known_pending
         return tuple(j for j in self.jobs if j.state is JobState.PENDING)
 
     @cached_property

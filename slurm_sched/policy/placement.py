@@ -6,6 +6,7 @@ choose GPUs also remove them from ``free`` so a policy can place several jobs in
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 
 from slurm_sched.model import Cluster, ClusterSnapshot, Placement
@@ -15,12 +16,10 @@ FreeMap = dict[str, list[int]]
 
 def free_map(snapshot: ClusterSnapshot, gpu_type: str | None = None) -> FreeMap:
     """A mutable copy of the snapshot's free GPUs, optionally only nodes of ``gpu_type``."""
+    if gpu_type is None:
+        return {n: list(g) for n, g in snapshot.free_gpus.items()}
     by_name = snapshot.cluster.by_name
-    return {
-        n: list(g)
-        for n, g in snapshot.free_gpus.items()
-        if gpu_type is None or by_name[n].gpu_type == gpu_type
-    }
+    return {n: list(g) for n, g in snapshot.free_gpus.items() if by_name[n].gpu_type == gpu_type}
 
 
 def count_free(free: Mapping[str, list[int]]) -> int:
@@ -71,13 +70,16 @@ def pack_most_free(free: FreeMap, num_gpus: int) -> Placement | None:
     """
     if num_gpus <= 0 or count_free(free) < num_gpus:
         return None
-    counts = {n: len(g) for n, g in free.items()}
+    # heap of (-free count, cluster position): the most free node first, ties by cluster order
+    heap = [(-len(g), i, n) for i, (n, g) in enumerate(free.items()) if g]
+    heapq.heapify(heap)
     alloc: dict[str, list[int]] = {}
     for _ in range(num_gpus):
-        node = max(counts, key=lambda n: counts[n])  # max() keeps the first of equal counts
+        neg, i, node = heapq.heappop(heap)
         taken = alloc.setdefault(node, [])
         taken.append(free[node][len(taken)])
-        counts[node] -= 1
+        if neg + 1 < 0:
+            heapq.heappush(heap, (neg + 1, i, node))
     return _take(free, alloc)
 
 

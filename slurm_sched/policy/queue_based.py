@@ -36,6 +36,8 @@ def start_in_order(
     reason: str = "",
 ) -> list[Action]:
     """Start pending jobs in the given order while they fit (non-preemptive)."""
+    if not snapshot.pending:
+        return []
     free = free_map(snapshot)
     actions: list[Action] = []
     for job in ordered_pending:
@@ -46,6 +48,23 @@ def start_in_order(
             continue
         actions.append(Start(job_id=job.job_id, placement=placement, reason=reason))
     return actions
+
+
+def all_pending_fit(snapshot: ClusterSnapshot) -> bool:
+    """True when every pending job fits the free GPUs at once (one GPU type, untyped jobs).
+
+    Then a preemptive priority policy starts them all and preempts nobody, whatever the
+    priorities of the running jobs: policies use this to skip ranking every active job.
+    """
+    pending = snapshot.pending
+    if len(snapshot.cluster.capacity_by_type) > 2:
+        return False
+    need = 0
+    for j in pending:
+        if j.spec.gpu_type is not None:
+            return False
+        need += j.spec.num_gpus
+    return need <= snapshot.num_free_gpus
 
 
 def preemptive_in_order(
@@ -60,39 +79,49 @@ def preemptive_in_order(
     GPU counting is done per GPU type for jobs that require one. Suspended jobs are treated like
     running ones (they hold GPUs) and are preempted when not chosen.
     """
-    cluster = snapshot.cluster
-    left: dict[str | None, int] = {None: cluster.total_gpus}
-    for t in cluster.gpu_types:
-        left[t] = cluster.gpus_of_type(t)
-    chosen: set[str] = set()
+    if not snapshot.pending:
+        return []  # nothing waits, so nothing can take a running job's place
+    left = dict(snapshot.cluster.capacity_by_type)
+    typed = len(left) > 2  # several GPU types: keep per-type counts
+    pending_chosen: list[JobView] = []
+    to_preempt: list[JobView] = []
+    pending = JobState.PENDING
     for job in ordered_active:
-        g = job.spec.num_gpus
-        t = job.spec.gpu_type
-        if g <= left[None] and (t is None or g <= left.get(t, 0)):
-            chosen.add(job.job_id)
+        spec = job.spec
+        g = spec.num_gpus
+        t = spec.gpu_type
+        ok = g <= left[None] and (t is None or g <= left.get(t, 0))
+        if ok:
             left[None] -= g
             if t is not None:
                 left[t] -= g
-            else:
+            elif typed:
                 # an untyped job takes GPUs of some type; keep per-type counts conservative
                 for k in left:
                     if k is not None:
                         left[k] = min(left[k], left[None])
+            if job.state is pending:
+                pending_chosen.append(job)
+        elif job.state is not pending:
+            to_preempt.append(job)
+    if not pending_chosen:
+        return []  # preempting alone would only idle GPUs
     actions: list[Action] = []
     free = free_map(snapshot)
-    for job in ordered_active:
-        if job.state is not JobState.PENDING and job.job_id not in chosen:
-            actions.append(Preempt(job_id=job.job_id, reason=reason or "lower priority"))
-            assert job.placement is not None
-            for node, g in job.placement.slots():
-                if len(snapshot.occupancy.get((node, g), ())) == 1:
-                    free[node].append(g)
-    for gpus in free.values():
-        gpus.sort()
-    for job in ordered_active:
-        if job.state is JobState.PENDING and job.job_id in chosen:
-            placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
-            if placement is None:  # fragmentation across GPU types: wait for the next cycle
-                continue
-            actions.append(Start(job_id=job.job_id, placement=placement, reason=reason))
+    touched: set[str] = set()
+    occupancy = snapshot.occupancy if to_preempt else {}
+    for job in to_preempt:
+        actions.append(Preempt(job_id=job.spec.job_id, reason=reason or "lower priority"))
+        assert job.placement is not None
+        for node, g in job.placement.slots():
+            if len(occupancy.get((node, g), ())) == 1:
+                free[node].append(g)
+                touched.add(node)
+    for node in touched:
+        free[node].sort()
+    for job in pending_chosen:
+        placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
+        if placement is None:  # fragmentation across GPU types: wait for the next cycle
+            continue
+        actions.append(Start(job_id=job.spec.job_id, placement=placement, reason=reason))
     return actions

@@ -21,12 +21,13 @@ only change at those moments, so the schedule is the same without 60 s rounding 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
-from slurm_sched.model import Action, ClusterSnapshot, JobView
+from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import pack_most_free
-from slurm_sched.policy.queue_based import preemptive_in_order
+from slurm_sched.policy.queue_based import all_pending_fit, preemptive_in_order
 
 POLLUX_THRESHOLDS_GPU_S: tuple[float, ...] = (3600.0 * 16,)
 #: Tiresias' own simulator (dlas-gpu, 3 queues), as used in the Muri evaluation.
@@ -43,49 +44,72 @@ class Tiresias(Policy):
         if any(t <= 0 for t in th) or list(th) != sorted(th):
             raise ValueError(f"thresholds must be positive and increasing, got {th}")
         self.thresholds_gpu_s = th
+        # A job is in queue bisect_right(_bounds, service); the small slack makes a timer that
+        # lands exactly on a threshold (up to float error) count as crossing it.
+        self._bounds = tuple(t - 1e-6 for t in th)
         # Learned state: when each job entered its current queue (FIFO order inside a queue).
         self._entered: dict[str, tuple[int, float]] = {}
 
     def queue_of(self, job: JobView, now_s: float) -> int:
-        service = job.attained_gpu_s(now_s)
-        q = 0
-        for t in self.thresholds_gpu_s:
-            if service >= t - 1e-6:  # float slack: a timer lands exactly on t
-                q += 1
-        return q
-
-    def _entry(self, job: JobView, now_s: float) -> tuple[int, float]:
-        q = self.queue_of(job, now_s)
-        prev = self._entered.get(job.job_id)
-        if prev is None or prev[0] != q:
-            entered = job.spec.submit_time_s if q == 0 else now_s
-            prev = (q, entered)
-            self._entered[job.job_id] = prev
-        return prev
+        return bisect_right(self._bounds, job.attained_gpu_s(now_s))
 
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
-        active_ids = snapshot.by_id
-        for jid in [j for j in self._entered if j not in active_ids]:
-            del self._entered[jid]  # finished jobs
+        if not snapshot.pending:
+            return []  # priorities only matter when someone waits
+        if len(self._entered) > 2 * len(snapshot.jobs) + 64:
+            active = snapshot.by_id
+            self._entered = {j: e for j, e in self._entered.items() if j in active}
+        bounds = self._bounds
+        entered = self._entered
+        running = JobState.RUNNING
         keyed = []
-        for j in snapshot.jobs:
-            q, entered = self._entry(j, now_s)
-            keyed.append(((q, entered, j.spec.submit_time_s, j.job_id), j))
-        keyed.sort(key=lambda kv: kv[0])
-        order = [j for _, j in keyed]
+        # Fast path: everyone waiting fits now, so rank only them (nobody gets preempted).
+        jobs = snapshot.pending if all_pending_fit(snapshot) else snapshot.jobs
+        for j in jobs:
+            spec = j.spec
+            executed = j.executed_s
+            if j.state is running:
+                executed += now_s - j.accounted_at_s
+            q = bisect_right(bounds, executed * spec.num_gpus)
+            jid = spec.job_id
+            prev = entered.get(jid)
+            if prev is None or prev[0] != q:
+                if q == 0:
+                    since = spec.submit_time_s
+                elif j.state is running:
+                    # crossed while running: back-date to the crossing (exact if it crossed
+                    # during this run, which holds unless it was preempted right after)
+                    over = executed * spec.num_gpus - self.thresholds_gpu_s[q - 1]
+                    since = max(spec.submit_time_s, now_s - over / spec.num_gpus)
+                else:
+                    since = now_s
+                prev = (q, since)
+                entered[jid] = prev
+            keyed.append((prev[0], prev[1], spec.submit_time_s, jid, j))
+        keyed.sort(key=lambda k: k[:4])
+        order = [k[4] for k in keyed]
         return preemptive_in_order(snapshot, order, packer=pack_most_free, reason="tiresias 2D-LAS")
 
     def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
-        best: float | None = None
+        """The next moment a running job's attained service crosses a queue threshold.
+
+        Only needed while some job waits: a demotion changes nothing otherwise, and the next
+        arrival triggers a cycle anyway.
+        """
+        if not snapshot.pending:
+            return None
+        best = float("inf")
+        thresholds = self.thresholds_gpu_s
+        bounds = self._bounds
         for j in snapshot.running:
-            service = j.attained_gpu_s(now_s)
-            for t in self.thresholds_gpu_s:
-                if service < t - 1e-6:
-                    when = now_s + (t - service) / j.spec.num_gpus
-                    if best is None or when < best:
-                        best = when
-                    break
-        return best
+            g = j.spec.num_gpus
+            service = (j.executed_s + now_s - j.accounted_at_s) * g
+            q = bisect_right(bounds, service)
+            if q < len(thresholds):
+                when = now_s + (thresholds[q] - service) / g
+                if when < best:
+                    best = when
+        return None if best == float("inf") else best
 
     def explain(self, snapshot: ClusterSnapshot, job_id: str) -> str:
         job = snapshot.by_id.get(job_id)

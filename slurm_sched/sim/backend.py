@@ -74,9 +74,16 @@ class SimulatedBackend(ClusterBackend):
         self._specs: dict[str, JobSpec] = {}
         self._views: dict[str, JobView] = {}  # active jobs, in arrival order
         self._version: dict[str, int] = {}
+        self._arrival_seq: dict[str, int] = {}
+        self._pending_ids: set[str] = set()
         self._scheduled: dict[str, int] = {}  # job -> version of its pending completion event
         self._slot_jobs: dict[Slot, list[str]] = {}  # running or suspended holders
         self._free: dict[str, set[int]] = {n.name: set(range(n.num_gpus)) for n in cluster.nodes}
+        # Sorted view of _free handed to snapshots; rebuilt only for nodes that changed.
+        self._free_view: dict[str, tuple[int, ...]] = {
+            n: tuple(sorted(g)) for n, g in self._free.items()
+        }
+        self._free_dirty: set[str] = set()
         self._completed: list[CompletedJob] = []
         self.rejected: list[tuple[JobSpec, str]] = []
         self._results_by_request: dict[str, ActionResult] = {}
@@ -156,11 +163,14 @@ class SimulatedBackend(ClusterBackend):
             preemptions=0,
         )
         self._version[job_id] = 0
+        self._arrival_seq[job_id] = len(self._arrival_seq)
+        self._pending_ids.add(job_id)
 
     def _complete(self, job_id: str) -> None:
         v = self._account(self._views[job_id])
         self._release_slots(v)
         del self._views[job_id]
+        self._pending_ids.discard(job_id)
         del self._version[job_id]
         self._scheduled.pop(job_id, None)
         self._completed.append(
@@ -180,8 +190,22 @@ class SimulatedBackend(ClusterBackend):
             now_s=self.now_s,
             cluster=self.cluster,
             jobs=tuple(self._views.values()),
-            known_free_gpus={n: tuple(sorted(g)) for n, g in self._free.items()},
+            known_free_gpus=self._free_gpus_view(),
+            known_pending=tuple(
+                self._views[j] for j in sorted(self._pending_ids, key=self._arrival_seq.__getitem__)
+            ),
         )
+
+    def _free_gpus_view(self) -> dict[str, tuple[int, ...]]:
+        """The free-GPU map for a snapshot: a new dict only when something changed, since
+        snapshots are frozen and may keep the old one."""
+        if self._free_dirty:
+            view = dict(self._free_view)
+            for n in self._free_dirty:
+                view[n] = tuple(sorted(self._free[n]))
+            self._free_view = view
+            self._free_dirty.clear()
+        return self._free_view
 
     def finished(self) -> bool:
         return not self._views and self._pending_arrivals == 0
@@ -361,6 +385,10 @@ class SimulatedBackend(ClusterBackend):
 
     def _store(self, v: JobView) -> None:
         self._views[v.job_id] = v
+        if v.state is JobState.PENDING:
+            self._pending_ids.add(v.job_id)
+        else:
+            self._pending_ids.discard(v.job_id)
         self._version[v.job_id] += 1  # invalidates any scheduled completion
 
     def _running_on(self, slot: Slot, exclude: str) -> bool:
@@ -378,6 +406,7 @@ class SimulatedBackend(ClusterBackend):
                 self._busy_slots += 1
             holders.append(v.job_id)
             self._free[slot[0]].discard(slot[1])
+            self._free_dirty.add(slot[0])
 
     def _release_slots(self, v: JobView) -> None:
         if v.placement is None:
@@ -391,6 +420,7 @@ class SimulatedBackend(ClusterBackend):
             if not holders:
                 del self._slot_jobs[slot]
                 self._free[slot[0]].add(slot[1])
+                self._free_dirty.add(slot[0])
 
     def _neighbours(self, v: JobView) -> list[str]:
         """Active jobs sharing a GPU with ``v``'s placement (excluding ``v``)."""
