@@ -44,7 +44,7 @@ def _load_trace(path: str, fmt: str | None, limit: int | None) -> list[JobSpec]:
     if not p.exists():
         try:
             p = traces.bundled(path)
-        except (FileNotFoundError, KeyError, ValueError):
+        except (InputError, FileNotFoundError, KeyError, ValueError):
             raise InputError("no such file (nor a bundled trace of that name)",
                              field="trace", value=path) from None
     jobs = traces.read_trace(p, fmt)

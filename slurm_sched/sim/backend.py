@@ -213,6 +213,10 @@ class SimulatedBackend(ClusterBackend):
     def completed(self) -> list[CompletedJob]:
         return list(self._completed)
 
+    @property
+    def completed_count(self) -> int:
+        return len(self._completed)
+
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         results: list[ActionResult] = []
         changed: list[JobView] = []

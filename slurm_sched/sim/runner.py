@@ -52,13 +52,15 @@ def simulate(
         seen = [0]
 
         def hook(_now: float, _results: list[ActionResult]) -> None:
-            done = len(backend._completed)
+            done = backend.completed_count
             if done != seen[0]:
                 seen[0] = done
                 on_progress(done, total)
 
     stats = Controller(backend, pol, SimulatedClock(backend), on_cycle=hook).run()
     completed = backend.completed()
+    if on_progress is not None:
+        on_progress(len(completed), total)  # the last completions end the run without a cycle
     metrics = compute_metrics(
         pol.name,
         completed,

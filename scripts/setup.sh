@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# setup.sh - make a ready-to-use environment on a Debian/Ubuntu machine (idempotent).
+#
+#   * Debian packages: python3-venv (if `python3 -m venv` is missing). The Slurm packages for the
+#     mini cluster (munge, slurmctld, slurmd, slurm-client) are installed by
+#     slurm_sched/slurm/cluster.sh the first time a cluster starts.
+#   * a virtual environment in .venv (reusing already-installed site packages when present),
+#     with slurm_sched installed in editable mode plus the dev tools (pytest, hypothesis, ruff).
+#
+# Env: VENV=.venv  EXTRAS=dev
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+VENV=${VENV:-.venv}
+EXTRAS=${EXTRAS:-dev}
+
+log() { echo "[setup] $*" >&2; }
+
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  log "python3 >= 3.11 is required (found: $(python3 --version 2>&1 || echo none))"; exit 1
+fi
+if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+  log "installing python3-venv"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends python3-venv python3-pip >/dev/null ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends python3-venv python3-pip >/dev/null; }
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  python3 -m venv --system-site-packages "$VENV"
+fi
+log "installing slurm_sched[$EXTRAS] into $VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+log "ready: $("$VENV/bin/slurm-sched" --version)"
