@@ -1,7 +1,7 @@
 """Benchmark: simulate the full Pollux Philly trace (82,247 jobs) on a 256x8-GPU cluster.
 
 Run:
-    python benchmarks/bench_philly.py [--policies fifo,tiresias] [--out benchmarks/results/philly.json]
+    python benchmarks/bench_philly.py [--policies fifo,tiresias] [--out results.json]
 
 Each policy runs in a fresh subprocess so its peak RSS (ru_maxrss of that process) is its own.
 Targets (issue 2): Tiresias <= 60 s wall and <= 2 GB peak RSS on a 2-core machine.

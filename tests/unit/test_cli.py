@@ -72,7 +72,7 @@ def test_policies_lists_every_registered_name(capsys):
 )
 def test_malformed_trace_row_is_one_line_exit_2(tmp_path, capsys, text, expected):
     trace = write(tmp_path, text)
-    rc, out, err = run(capsys, "simulate", "--trace", trace, "--policy", "fifo", "--cluster", "1x4")
+    rc, _, err = run(capsys, "simulate", "--trace", trace, "--policy", "fifo", "--cluster", "1x4")
     assert rc == 2
     assert expected in err
     assert trace in err
