@@ -91,6 +91,9 @@ common_sim_options = [
                  show_default=True, help="Dead time after a job restarts (preempt/migrate)."),
     click.option("--limit", type=click.IntRange(min=1), default=None,
                  help="Use only the first N jobs of the trace."),
+    click.option("--progress-model", "progress_model", default=None,
+                 help="Simulated world (GPU speeds, interference...): a name from "
+                      "slurm_sched.perf; default: the one the policies were evaluated in."),
     click.option("--format", "out_format", type=click.Choice(["table", "json"]),
                  default="table", show_default=True),
     click.option("--quiet", is_flag=True, help="No progress output."),
@@ -115,14 +118,30 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _run(jobs, cluster, names, restart_overhead_s, quiet):
+def _world(names: list[str], progress_model: str | None) -> str:
+    """One progress model for every policy of a comparison (a fair comparison needs one world)."""
+    from slurm_sched.perf import registry as perf_registry
+
+    if progress_model is not None:
+        perf_registry.create(progress_model)  # validates the name
+        return progress_model
+    wanted = {registry.create(n).progress_model for n in names} - {None}
+    if len(wanted) > 1:
+        raise InputError(
+            f"these policies were evaluated in different worlds ({', '.join(sorted(wanted))}); "
+            "choose one with --progress-model", field="policies", value=",".join(names))
+    return wanted.pop() if wanted else "identity"
+
+
+def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None):
     from slurm_sched.sim.runner import simulate
 
+    world = _world(names, progress_model)
     results = {}
     for name in names:
         prog = _Progress(name, enabled=not quiet)
         res = simulate(jobs, cluster, name, restart_overhead_s=restart_overhead_s,
-                       on_progress=prog)
+                       progress_model=world, on_progress=prog)
         for spec, why in res.rejected[:1]:
             click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
                        f"were not run, e.g. {spec.job_id}: {why}", err=True)
@@ -140,11 +159,12 @@ def _emit(results, out_format: str) -> None:
 @cli.command()
 @click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
 @_with_options(common_sim_options)
-def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, out_format, quiet):
+def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, progress_model,
+             out_format, quiet):
     """Simulate one policy on a trace."""
     names = _policy_names(policy)
     jobs = _load_trace(trace, trace_format, limit)
-    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet), out_format)
+    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model), out_format)
 
 
 @cli.command()
@@ -152,12 +172,12 @@ def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, ou
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a JCT CDF plot (PNG) here.")
 @_with_options(common_sim_options)
-def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit, out_format,
-            quiet):
+def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit,
+            progress_model, out_format, quiet):
     """Simulate several policies on the same trace and compare them."""
     names = _policy_names(policies)
     jobs = _load_trace(trace, trace_format, limit)
-    results = _run(jobs, cluster, names, restart_overhead_s, quiet)
+    results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model)
     _emit(results, out_format)
     if plot:
         from slurm_sched.sim.report import plot_jct_cdf

@@ -30,6 +30,11 @@ class Policy(abc.ABC):
     clairvoyant: ClassVar[bool] = False
     #: True if the policy co-locates jobs on a GPU (Share); exclusive policies never do.
     shares_gpus: ClassVar[bool] = False
+    #: At most this many jobs on one GPU (the backend's sharing capacity C when this policy runs).
+    max_jobs_per_gpu: ClassVar[int] = 1
+    #: Name of the progress model (``slurm_sched.perf.registry``) of the world the policy was
+    #: evaluated in; the simulator uses it unless told otherwise. None = identity.
+    progress_model: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:

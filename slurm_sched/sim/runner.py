@@ -33,18 +33,28 @@ def simulate(
     policy: str | Policy,
     *,
     restart_overhead_s: float = 30.0,
-    max_jobs_per_gpu: int = 2,
-    progress_model: ProgressModel | None = None,
+    max_jobs_per_gpu: int | None = None,
+    progress_model: ProgressModel | str | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> SimulationResult:
-    """Simulate ``policy`` (a registry name or an instance) on ``jobs`` over ``cluster``."""
+    """Simulate ``policy`` (a registry name or an instance) on ``jobs`` over ``cluster``.
+
+    ``progress_model`` (an instance or a registry name) defaults to the policy's own
+    ``progress_model``; ``max_jobs_per_gpu`` to the policy's sharing capacity.
+    """
+    from slurm_sched.perf import registry as perf_registry
+
     pol = registry.create(policy) if isinstance(policy, str) else policy
+    if progress_model is None:
+        progress_model = pol.progress_model or "identity"
+    if isinstance(progress_model, str):
+        progress_model = perf_registry.create(progress_model)
     backend = SimulatedBackend(
         cluster,
         jobs,
         progress=progress_model,
         restart_overhead_s=restart_overhead_s,
-        max_jobs_per_gpu=max_jobs_per_gpu,
+        max_jobs_per_gpu=max_jobs_per_gpu or max(1, pol.max_jobs_per_gpu),
     )
     total = backend.total_jobs
     hook = None

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSpec, parse_cluster_spec
+from slurm_sched.perf import registry as perf_registry
 from slurm_sched.policy import registry
 from slurm_sched.sim.backend import SimulatedBackend
 from tests.invariants import CheckingBackend
@@ -39,9 +40,12 @@ def traces(draw):
 @given(jobs=traces(), cluster_spec=st.sampled_from(CLUSTERS), overhead=st.sampled_from([0, 7]))
 def test_capacity_gangs_and_exactly_once(policy, jobs, cluster_spec, overhead):
     cluster = parse_cluster_spec(cluster_spec)
-    sim = SimulatedBackend(cluster, jobs, restart_overhead_s=overhead)
     pol = registry.create(policy)
-    checked = CheckingBackend(sim, max_jobs_per_gpu=sim.max_jobs_per_gpu if pol.shares_gpus else 1)
+    capacity = max(1, pol.max_jobs_per_gpu)  # at most C jobs per GPU; 1 = exclusive
+    sim = SimulatedBackend(cluster, jobs, restart_overhead_s=overhead,
+                           progress=perf_registry.create(pol.progress_model or "identity"),
+                           max_jobs_per_gpu=capacity)
+    checked = CheckingBackend(sim, max_jobs_per_gpu=capacity)
     Controller(checked, pol, SimulatedClock(sim)).run()
     done = Counter(c.spec.job_id for c in sim.completed())
     fits = {j.job_id for j in jobs if j.num_gpus <= cluster.total_gpus}
