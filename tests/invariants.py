@@ -2,7 +2,8 @@
 
 Checked after each cycle's actions:
 - no GPU holds more than ``max_jobs_per_gpu`` jobs (1 for exclusive policies);
-- a running or suspended job holds exactly the GPUs it asked for (gangs start whole);
+- a running or suspended job holds exactly the GPUs it asked for (gangs start whole), unless
+  the policy is elastic (then it holds at least one);
 - every placed GPU exists and has the job's required type.
 """
 
@@ -18,7 +19,7 @@ class InvariantViolation(AssertionError):
     pass
 
 
-def check_snapshot(snap: ClusterSnapshot, max_jobs_per_gpu: int) -> None:
+def check_snapshot(snap: ClusterSnapshot, max_jobs_per_gpu: int, exact_gangs: bool = True) -> None:
     by_name = snap.cluster.by_name
     for slot, holders in snap.occupancy.items():
         if len(holders) > max_jobs_per_gpu:
@@ -30,7 +31,7 @@ def check_snapshot(snap: ClusterSnapshot, max_jobs_per_gpu: int) -> None:
             continue
         if j.placement is None:
             raise InvariantViolation(f"{j.state} job {j.job_id} has no placement")
-        if j.placement.num_gpus != j.spec.num_gpus:
+        if exact_gangs and j.placement.num_gpus != j.spec.num_gpus:
             raise InvariantViolation(
                 f"job {j.job_id} holds {j.placement.num_gpus} GPUs, asked {j.spec.num_gpus}"
             )
@@ -43,9 +44,12 @@ def check_snapshot(snap: ClusterSnapshot, max_jobs_per_gpu: int) -> None:
 
 
 class CheckingBackend(ClusterBackend):
-    def __init__(self, inner: ClusterBackend, max_jobs_per_gpu: int = 1) -> None:
+    def __init__(
+        self, inner: ClusterBackend, max_jobs_per_gpu: int = 1, exact_gangs: bool = True
+    ) -> None:
         self.inner = inner
         self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.exact_gangs = exact_gangs
         self.failed_actions: list[ActionResult] = []
 
     def snapshot(self) -> ClusterSnapshot:
@@ -54,7 +58,7 @@ class CheckingBackend(ClusterBackend):
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         results = self.inner.apply(actions)
         self.failed_actions.extend(r for r in results if not r.ok)
-        check_snapshot(self.inner.snapshot(), self.max_jobs_per_gpu)
+        check_snapshot(self.inner.snapshot(), self.max_jobs_per_gpu, self.exact_gangs)
         return results
 
     def finished(self) -> bool:

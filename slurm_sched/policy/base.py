@@ -30,6 +30,8 @@ class Policy(abc.ABC):
     clairvoyant: ClassVar[bool] = False
     #: True if the policy co-locates jobs on a GPU (Share); exclusive policies never do.
     shares_gpus: ClassVar[bool] = False
+    #: True if the policy may run a job on another GPU count than it asked for (via Reconfigure).
+    elastic: ClassVar[bool] = False
     #: At most this many jobs on one GPU (the backend's sharing capacity C when this policy runs).
     max_jobs_per_gpu: ClassVar[int] = 1
     #: Name of the progress model (``slurm_sched.perf.registry``) of the world the policy was

@@ -45,7 +45,7 @@ def test_capacity_gangs_and_exactly_once(policy, jobs, cluster_spec, overhead):
     sim = SimulatedBackend(cluster, jobs, restart_overhead_s=overhead,
                            progress=perf_registry.create(pol.progress_model or "identity"),
                            max_jobs_per_gpu=capacity)
-    checked = CheckingBackend(sim, max_jobs_per_gpu=capacity)
+    checked = CheckingBackend(sim, max_jobs_per_gpu=capacity, exact_gangs=not pol.elastic)
     Controller(checked, pol, SimulatedClock(sim)).run()
     done = Counter(c.spec.job_id for c in sim.completed())
     fits = {j.job_id for j in jobs if j.num_gpus <= cluster.total_gpus}

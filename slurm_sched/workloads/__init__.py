@@ -1,0 +1,1 @@
+"""Workload generators: documented, seeded recipes that build the traces the reproductions use."""
