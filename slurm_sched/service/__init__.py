@@ -1,0 +1,1 @@
+"""The production service: config, daemon loop, fail-open lease, decision log, metrics."""

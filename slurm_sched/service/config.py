@@ -1,0 +1,140 @@
+"""The daemon's configuration: a TOML file validated by pydantic-settings.
+
+Every value can also come from the environment (``SLURM_SCHED_<FIELD>``, nested with ``__``),
+which wins over the file. Errors name the file, the field and the bad value in one line.
+
+Example ``/etc/slurm-sched/config.toml``::
+
+    policy = "tiresias"
+    period_s = 5
+    lease_s = 120
+    managed_partitions = ["sched"]
+
+    [safety]
+    min_runtime_before_preempt_s = 300
+    max_preemptions_per_cycle = 8
+    loop_preemptions = 4
+    loop_window_s = 3600
+
+    [observability]
+    decision_log = "/var/log/slurm-sched/decisions.jsonl"
+    metrics_port = 9810
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from slurm_sched.errors import InputError
+
+
+class SafetyConfig(BaseModel):
+    """Limits that keep a policy from thrashing a production cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_runtime_before_preempt_s: float = Field(default=300.0, ge=0)
+    max_preemptions_per_cycle: int = Field(default=8, ge=0)
+    #: A job preempted this many times within ``loop_window_s`` is pinned (never preempted
+    #: again until it finishes): loop detection.
+    loop_preemptions: int = Field(default=4, ge=1)
+    loop_window_s: float = Field(default=3600.0, gt=0)
+
+
+class ObservabilityConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision_log: Path | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(default=9810, ge=1, le=65535)
+    log_level: str = "INFO"
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        v = v.upper()
+        if v not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR")
+        return v
+
+
+class ServiceConfig(BaseSettings):
+    """Everything ``slurm-sched run`` needs. Defaults are safe for a first start."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SLURM_SCHED_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    policy: str = "tiresias"
+    #: Longest time between two scheduling cycles (Slurm events wake the loop earlier).
+    period_s: float = Field(default=5.0, gt=0, le=3600)
+    #: Fail-open lease: if the daemon stops renewing, managed jobs are left to Slurm's own
+    #: scheduler after at most this long.
+    lease_s: float = Field(default=120.0, ge=10, le=3600)
+    managed_partitions: tuple[str, ...] = ("sched",)
+    slurm_conf: Path | None = None
+    settings_dir: Path = Path("/var/lib/slurm-sched/job-settings")
+    state_dir: Path = Path("/var/lib/slurm-sched")
+    #: Shadow mode: decide and log the scontrol commands it would run, change nothing.
+    dry_run: bool = False
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    safety: SafetyConfig = SafetyConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, v: str) -> str:
+        from slurm_sched.policy import registry
+
+        if v not in registry.names():
+            raise ValueError(f"unknown policy; known: {', '.join(registry.names())}")
+        return v
+
+    @field_validator("managed_partitions")
+    @classmethod
+    def _partitions(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v or any(not p.strip() for p in v):
+            raise ValueError("needs at least one non-empty partition name")
+        return v
+
+
+def _first_error(e: ValidationError, source: str, data: dict[str, Any]) -> InputError:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    value: Any = err.get("input")
+    if err["type"] == "missing":
+        value = None
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting"
+    return InputError(msg, source=source, field=loc, value=value)
+
+
+def load_config(path: str | Path | None = None) -> ServiceConfig:
+    """Load and validate the config file (None: defaults plus environment).
+
+    Raises:
+        InputError: one line naming the file, the field and the value.
+    """
+    data: dict[str, Any] = {}
+    source = str(path) if path is not None else "<environment>"
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise InputError(f"cannot read config: {e.strerror or e}", source=source) from None
+        except UnicodeDecodeError:
+            raise InputError("config is not UTF-8 text", source=source) from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"not valid TOML: {e}", source=source) from None
+    try:
+        return ServiceConfig(**data)
+    except ValidationError as e:
+        raise _first_error(e, source, data) from None
+    except (TypeError, ValueError) as e:  # e.g. a non-string key from odd TOML
+        raise InputError(f"invalid config: {e}", source=source) from None
