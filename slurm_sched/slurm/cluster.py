@@ -1,0 +1,224 @@
+"""Python handle on the local Slurm mini cluster started by ``cluster.sh``.
+
+Used by the integration tests, ``slurm-sched cluster up|down|status``, the README and docker::
+
+    cluster = MiniCluster()
+    cluster.up()                       # idempotent; a few seconds the first time
+    subprocess.run(["sinfo"], env=cluster.env, check=True)
+    cluster.down(purge=True)
+
+All settings map to the ``MINI_SLURM_*`` knobs documented at the top of ``cluster.sh``; ``None``
+keeps the script's default (or what the caller's environment sets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from slurm_sched.errors import SlurmSchedError
+
+SCRIPT = Path(__file__).parent / "cluster.sh"
+DEFAULT_STATE_DIR = Path("/tmp/slurm-sched-cluster")
+DEFAULT_PARTITION = "sched"
+
+
+class MiniClusterError(SlurmSchedError):
+    """``cluster.sh`` failed; the message carries its stderr (with the daemons' log tails)."""
+
+
+class MiniCluster:
+    """A real Slurm cluster (munged, slurmctld, one slurmd per node) on this machine.
+
+    Parameters
+    ----------
+    state_dir:
+        Where configs, logs and spool live (``MINI_SLURM_STATE``, default
+        ``/tmp/slurm-sched-cluster``).
+    nodes:
+        ``"name:gputype:count ..."`` (``MINI_SLURM_NODES``); default 2 x 4 A100 + 2 x 4 V100.
+    shards_per_gpu:
+        gres/shard per GPU for GPU sharing (``MINI_SLURM_SHARDS_PER_GPU``, default 4).
+    partition:
+        The partition the scheduler manages (``MINI_SLURM_PARTITION``, default ``sched``).
+    ctld_port, slurmd_port:
+        slurmctld port and the first slurmd port (defaults 16817 and 17001).
+    timeout_s:
+        Limit for one ``cluster.sh`` call (the first ``up`` may install packages).
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        nodes: str | None = None,
+        shards_per_gpu: int | None = None,
+        partition: str | None = None,
+        ctld_port: int | None = None,
+        slurmd_port: int | None = None,
+        script: str | os.PathLike[str] | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        if state_dir is None:
+            state_dir = os.environ.get("MINI_SLURM_STATE") or DEFAULT_STATE_DIR
+        self._state_dir = Path(state_dir).absolute()
+        self._script = Path(script) if script is not None else SCRIPT
+        self._timeout_s = timeout_s
+        knobs: dict[str, object | None] = {
+            "MINI_SLURM_NODES": nodes,
+            "MINI_SLURM_SHARDS_PER_GPU": shards_per_gpu,
+            "MINI_SLURM_PARTITION": partition,
+            "MINI_SLURM_CTLD_PORT": ctld_port,
+            "MINI_SLURM_SLURMD_PORT": slurmd_port,
+        }
+        self._knobs = {k: str(v) for k, v in knobs.items() if v is not None}
+        self._knobs["MINI_SLURM_STATE"] = str(self._state_dir)
+        self.last_up_s: float | None = None
+
+    # ------------------------------------------------------------------ paths and environment
+    @property
+    def state_dir(self) -> Path:
+        return self._state_dir
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self._state_dir / "etc" / "slurm.conf"
+
+    @property
+    def env_file(self) -> Path:
+        """``<state>/env.sh``: ``export SLURM_CONF=...`` and the partition names."""
+        return self._state_dir / "env.sh"
+
+    def exported(self) -> dict[str, str]:
+        """The variables ``env.sh`` exports (empty when the cluster was never started)."""
+        out: dict[str, str] = {}
+        try:
+            text = self.env_file.read_text()
+        except FileNotFoundError:
+            return out
+        for line in text.splitlines():
+            words = shlex.split(line, comments=True)
+            if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+                key, _, value = words[1].partition("=")
+                out[key] = value
+        return out
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment for Slurm client subprocesses: ours plus ``SLURM_CONF`` & co."""
+        env = dict(os.environ)
+        env.update(self.exported())
+        env["SLURM_CONF"] = str(self.slurm_conf)
+        return env
+
+    @property
+    def managed_partitions(self) -> list[str]:
+        value = self.exported().get("MINI_SLURM_MANAGED_PARTITIONS") or self._knobs.get(
+            "MINI_SLURM_PARTITION", DEFAULT_PARTITION
+        )
+        return [p for p in value.split(",") if p]
+
+    @property
+    def unmanaged_partitions(self) -> list[str]:
+        value = self.exported().get("MINI_SLURM_UNMANAGED_PARTITIONS", "")
+        return [p for p in value.split(",") if p]
+
+    # ------------------------------------------------------------------ lifecycle
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ)
+        env.update(self._knobs)
+        try:
+            return subprocess.run(
+                ["bash", str(self._script), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=self._timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise MiniClusterError(
+                f"cluster.sh {' '.join(args)} did not finish in {self._timeout_s:.0f}s"
+            ) from exc
+
+    def up(self) -> float:
+        """Start the cluster (or check that it runs); returns the wall seconds it took.
+
+        Raises :class:`MiniClusterError` with the script's stderr when it cannot start.
+        """
+        t0 = time.monotonic()
+        proc = self._run("up")
+        if proc.returncode != 0:
+            raise MiniClusterError(
+                f"cluster.sh up failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
+            )
+        self.last_up_s = time.monotonic() - t0
+        return self.last_up_s
+
+    def down(self, purge: bool = False) -> None:
+        """Cancel all jobs and stop every daemon; ``purge`` also deletes the state dir."""
+        proc = self._run("down", *(["--purge"] if purge else []))
+        if proc.returncode != 0:
+            raise MiniClusterError(
+                f"cluster.sh down failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
+            )
+
+    def status(self) -> dict[str, Any]:
+        """Daemons (pid or None), whether all run, and the nodes as ``sinfo --json`` sees them.
+
+        ``{"state_dir", "slurm_conf", "up", "daemons": {"munged": pid, "slurmctld": pid,
+        "slurmd:<node>": pid}, "partitions", "nodes": [{"name", "state", "partitions",
+        "gres", "gres_used", "cpus", "real_memory"}]}``.
+        """
+        daemons: dict[str, int | None] = {
+            "munged": self._pid(self._state_dir / "munge" / "munged.pid"),
+            "slurmctld": self._pid(self._state_dir / "run" / "slurmctld.pid"),
+        }
+        exported = self.exported()
+        node_names = [s.split(":")[0] for s in exported.get("MINI_SLURM_NODES", "").split()]
+        for name in node_names:
+            daemons[f"slurmd:{name}"] = self._pid(self._state_dir / "run" / f"slurmd-{name}.pid")
+        nodes: list[dict[str, Any]] = []
+        if daemons["slurmctld"] is not None:
+            nodes = self._sinfo_nodes()
+        return {
+            "state_dir": str(self._state_dir),
+            "slurm_conf": str(self.slurm_conf),
+            "up": bool(node_names) and all(p is not None for p in daemons.values()),
+            "daemons": daemons,
+            "partitions": {
+                "managed": self.managed_partitions,
+                "unmanaged": self.unmanaged_partitions,
+            },
+            "nodes": nodes,
+        }
+
+    def _pid(self, pid_file: Path) -> int | None:
+        """The PID in ``pid_file`` if that process runs and belongs to this state dir."""
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError):
+            return None
+        return pid if f"{self._state_dir}/".encode() in cmdline else None
+
+    def _sinfo_nodes(self) -> list[dict[str, Any]]:
+        try:
+            proc = subprocess.run(
+                ["sinfo", "--json"],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+            data = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return []
+        keys = ("name", "state", "partitions", "gres", "gres_used", "cpus", "real_memory")
+        return [{k: node.get(k) for k in keys} for node in data.get("nodes", [])]

@@ -1,0 +1,460 @@
+#!/usr/bin/env bash
+# cluster.sh - a real Slurm mini cluster on this machine, for tests, demos and docker.
+#
+#   cluster.sh up              install packages if missing, write configs, start daemons,
+#                              wait until every node is idle (no-op when already up)
+#   cluster.sh down [--purge]  cancel all jobs, stop the daemons; --purge also deletes the state
+#   cluster.sh status          daemons and nodes; exit 0 when up, 3 when not
+#   cluster.sh env             print the env file (eval "$(cluster.sh env)")
+#
+# Needs root and Debian/Ubuntu packages munge slurmctld slurmd slurm-client (installed with
+# apt-get when missing). No systemd, cgroups or containers: one munged, one slurmctld and one
+# `slurmd -N <node>` per node (Debian builds Slurm with MULTIPLE_SLURMD), each node on its own
+# port on 127.0.0.1. GPUs are fake: gres.conf File= points at symlinks to /dev/null, which is
+# enough for Slurm to hand out device indices (CUDA_VISIBLE_DEVICES) per job.
+#
+# Knobs (environment):
+#   MINI_SLURM_STATE=/tmp/slurm-sched-cluster   state dir (configs, logs, spool, munge)
+#   MINI_SLURM_NODES="a100-1:a100:4 a100-2:a100:4 v100-1:v100:4 v100-2:v100:4"
+#                     name:gputype:count per node; count 0 (e.g. cpu-1::0) = CPU-only node
+#   MINI_SLURM_NODE_CPUS=16  MINI_SLURM_NODE_MEM_MB=64000   what every node advertises
+#   MINI_SLURM_SHARDS_PER_GPU=4   gres/shard per GPU (GPU sharing: a job asks --gres=shard:N
+#                     and jobs on the same GPU see the same CUDA_VISIBLE_DEVICES); 0 = off
+#   MINI_SLURM_PARTITION=sched    the partition our scheduler manages (Default=YES, GPU nodes)
+#   MINI_SLURM_UNMANAGED_PARTITION=direct   all nodes, scheduled by Slurm itself ("" = none)
+#   MINI_SLURM_CTLD_PORT=16817  MINI_SLURM_SLURMD_PORT=17001 (first node; +1 per node)
+#   MINI_SLURM_MIN_JOB_AGE=600    seconds finished jobs stay visible in squeue
+#   MINI_SLURM_PLUGIN=<path>      job_submit.lua to install (default: next to this script,
+#                                 else plugin/job_submit.lua of the source tree)
+#   MINI_SLURM_UP_TIMEOUT=30      seconds to wait for all nodes to be idle
+#
+# Every process this script stops is found through the state dir (PID files, or processes
+# holding a socket under its spool dir, and their children); nothing is matched by name.
+set -euo pipefail
+
+STATE=${MINI_SLURM_STATE:-/tmp/slurm-sched-cluster}
+STATE=${STATE%/}
+NODES=${MINI_SLURM_NODES:-"a100-1:a100:4 a100-2:a100:4 v100-1:v100:4 v100-2:v100:4"}
+NODE_CPUS=${MINI_SLURM_NODE_CPUS:-16}
+NODE_MEM_MB=${MINI_SLURM_NODE_MEM_MB:-64000}
+SHARDS_PER_GPU=${MINI_SLURM_SHARDS_PER_GPU:-4}
+PARTITION=${MINI_SLURM_PARTITION:-sched}
+UNMANAGED=${MINI_SLURM_UNMANAGED_PARTITION-direct}
+CTLD_PORT=${MINI_SLURM_CTLD_PORT:-16817}
+SLURMD_PORT=${MINI_SLURM_SLURMD_PORT:-17001}
+MIN_JOB_AGE=${MINI_SLURM_MIN_JOB_AGE:-600}
+UP_TIMEOUT=${MINI_SLURM_UP_TIMEOUT:-30}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PLUGIN=""
+NEW_ETC=""
+MARKER=.slurm-sched-cluster
+CONF=$STATE/etc/slurm.conf
+PKGS="munge slurmctld slurmd slurm-client"
+
+log() { echo "[cluster.sh] $*" >&2; }
+die() { echo "[cluster.sh] ERROR: $*" >&2; exit 1; }
+is_int() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+# a PID from a PID file, when that process is alive and belongs to this state dir
+our_pid() {
+  local f=$1 p
+  [ -s "$f" ] || return 1
+  p=$(tr -dc 0-9 <"$f")
+  [ -n "$p" ] && [ -r "/proc/$p/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "$STATE/" || return 1
+  echo "$p"
+}
+
+node_names() { local s; for s in $NODES; do echo "${s%%:*}"; done; }
+
+check_settings() {
+  case "$STATE" in
+    "" | / | /tmp | /var | /var/tmp | /root | /home | "$HOME") die "refusing state dir '$STATE'" ;;
+  esac
+  [[ $STATE == /* ]] || die "MINI_SLURM_STATE must be an absolute path, got '$STATE'"
+  local v
+  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT; do
+    is_int "${!v}" || die "MINI_SLURM_$v must be a non-negative integer, got '${!v}'"
+  done
+  [ -n "$NODES" ] || die "MINI_SLURM_NODES is empty"
+  local n_nodes
+  n_nodes=$(wc -w <<<"$NODES")
+  [ "$CTLD_PORT" -ge 1024 ] && [ "$CTLD_PORT" -le 65535 ] ||
+    die "MINI_SLURM_CTLD_PORT must be in 1024..65535, got $CTLD_PORT"
+  [ "$SLURMD_PORT" -ge 1024 ] && [ $((SLURMD_PORT + n_nodes - 1)) -le 65535 ] ||
+    die "MINI_SLURM_SLURMD_PORT $SLURMD_PORT + $n_nodes nodes does not fit in 1024..65535"
+  local spec name type count
+  for spec in $NODES; do
+    IFS=: read -r name type count <<<"$spec"
+    [[ $name =~ ^[a-z][a-z0-9-]*$ ]] || die "bad node name '$name' in MINI_SLURM_NODES"
+    [[ -z $type || $type =~ ^[a-z0-9]+$ ]] || die "bad GPU type '$type' for node $name"
+    is_int "${count:-0}" || die "bad GPU count '$count' for node $name"
+  done
+  [[ $PARTITION =~ ^[a-z][a-z0-9_-]*$ ]] || die "bad MINI_SLURM_PARTITION '$PARTITION'"
+  [[ -z $UNMANAGED || $UNMANAGED =~ ^[a-z][a-z0-9_-]*$ ]] ||
+    die "bad MINI_SLURM_UNMANAGED_PARTITION '$UNMANAGED'"
+  [ "$UNMANAGED" != "$PARTITION" ] || die "managed and unmanaged partition are both '$PARTITION'"
+}
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (slurmd runs jobs as their users)"; }
+
+# serialise up/down of the same state dir (two test sessions, CLI + tests)
+take_lock() {
+  mkdir -p "$(dirname "$STATE")"
+  exec 9>"$STATE.lock"
+  flock -w 120 9 || die "another cluster.sh holds $STATE.lock"
+}
+
+install_packages() {
+  # shellcheck disable=SC2086
+  dpkg -s $PKGS >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null || die "packages $PKGS are missing and apt-get is not available"
+  log "installing $PKGS"
+  export DEBIAN_FRONTEND=noninteractive
+  # the postinst scripts may try to start services; without systemd nothing starts, and we
+  # only ever manage daemons we started ourselves
+  # shellcheck disable=SC2086
+  if ! apt-get install -y --no-install-recommends $PKGS >"$STATE.apt.log" 2>&1; then
+    apt-get update >>"$STATE.apt.log" 2>&1 || true
+    # shellcheck disable=SC2086
+    apt-get install -y --no-install-recommends $PKGS >>"$STATE.apt.log" 2>&1 ||
+      { tail -n 20 "$STATE.apt.log" >&2; die "apt-get install $PKGS failed"; }
+  fi
+  rm -f "$STATE.apt.log"
+}
+
+find_plugin() {
+  local p
+  for p in "${MINI_SLURM_PLUGIN:-}" "$HERE/job_submit.lua" "$HERE/../../plugin/job_submit.lua"; do
+    [ -n "$p" ] && [ -f "$p" ] && { echo "$p"; return 0; }
+  done
+  die "job_submit.lua not found (set MINI_SLURM_PLUGIN)"
+}
+
+port_in_use() { # LISTEN sockets on 127.0.0.1/0.0.0.0/:: with this port
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v h=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# ------------------------------------------------------------------ config generation
+# Writes slurm.conf, gres.conf, cgroup.conf and job_submit.lua into $1 (an etc dir).
+write_configs() {
+  local etc=$1 host spec name type count i=0 gpu_nodes="" all_nodes="" gres gres_types=gpu
+  host=$(uname -n)
+  host=${host%%.*}
+  [ "$SHARDS_PER_GPU" -gt 0 ] && gres_types=gpu,shard
+  mkdir -p "$etc"
+  {
+    cat <<EOF
+# Generated by slurm_sched/slurm/cluster.sh - do not edit; change the MINI_SLURM_* knobs.
+ClusterName=slurmsched
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# a private munged; every client reaches it through this socket
+AuthInfo=socket=$STATE/munge/munge.socket
+StateSaveLocation=$STATE/ctld
+SlurmdSpoolDir=$STATE/spool/%n
+SlurmctldPidFile=$STATE/run/slurmctld.pid
+SlurmdPidFile=$STATE/run/slurmd-%n.pid
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# no cgroups needed: processes are tracked through their parent pids
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+SwitchType=switch/none
+# no slurmdbd: finished jobs are appended to a text file (sacct -c reads it)
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$STATE/log/jobcomp.txt
+SchedulerType=sched/backfill
+# start a released job at once instead of up to 3 s later
+SchedulerParameters=batch_sched_delay=0
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# without a default, a job would get all memory of its node, i.e. the whole node
+DefMemPerCPU=1024
+# nodes advertise the CPUs/RealMemory/Gres below, not this machine's hardware
+SlurmdParameters=config_overrides
+ReturnToService=2
+# requeue/requeuehold are the scheduler's preempt and migrate primitives
+JobRequeue=1
+MinJobAge=$MIN_JOB_AGE
+KillWait=5
+MailProg=/bin/true
+# every job in partition $PARTITION is held at submit time and its hints are checked
+JobSubmitPlugins=lua
+GresTypes=$gres_types
+EOF
+    for spec in $NODES; do
+      IFS=: read -r name type count <<<"$spec"
+      count=${count:-0}
+      gres=""
+      if [ "$count" -gt 0 ]; then
+        gres=" Gres=gpu:${type:+$type:}$count"
+        [ "$SHARDS_PER_GPU" -gt 0 ] &&
+          gres="$gres,shard:${type:+$type:}$((count * SHARDS_PER_GPU))"
+        gpu_nodes="$gpu_nodes,$name"
+      fi
+      echo "NodeName=$name NodeHostname=$host NodeAddr=127.0.0.1 Port=$((SLURMD_PORT + i))" \
+        "CPUs=$NODE_CPUS RealMemory=$NODE_MEM_MB${type:+ Feature=$type}$gres State=UNKNOWN"
+      all_nodes="$all_nodes,$name"
+      i=$((i + 1))
+    done
+    echo "# managed by the slurm_sched scheduler (jobs held by job_submit.lua)"
+    echo "PartitionName=$PARTITION Nodes=${gpu_nodes#,} Default=YES MaxTime=INFINITE State=UP"
+    if [ -n "$UNMANAGED" ]; then
+      echo "# scheduled by Slurm itself (the scheduler sees these jobs as foreign load)"
+      echo "PartitionName=$UNMANAGED Nodes=${all_nodes#,} MaxTime=INFINITE State=UP"
+    fi
+  } >"$etc/slurm.conf"
+  [ -n "$gpu_nodes" ] || die "MINI_SLURM_NODES has no GPU node, partition $PARTITION would be empty"
+
+  {
+    echo "# Generated by cluster.sh: fake GPUs (symlinks to /dev/null), $SHARDS_PER_GPU shards per GPU"
+    echo "AutoDetect=off"
+    for spec in $NODES; do
+      IFS=: read -r name type count <<<"$spec"
+      count=${count:-0}
+      [ "$count" -gt 0 ] || continue
+      echo "NodeName=$name Name=gpu${type:+ Type=$type} File=$STATE/dev/$name/nvidia[0-$((count - 1))]"
+      [ "$SHARDS_PER_GPU" -gt 0 ] &&
+        echo "NodeName=$name Name=shard${type:+ Type=$type} Count=$((count * SHARDS_PER_GPU))"
+    done
+  } >"$etc/gres.conf"
+
+  # only read if someone switches to cgroup plugins; harmless otherwise
+  printf '%s\n' "CgroupPlugin=autodetect" "IgnoreSystemd=yes" >"$etc/cgroup.conf"
+
+  sed -e "s/^local MANAGED_PARTITIONS = .*/local MANAGED_PARTITIONS = \"$PARTITION\" -- set by cluster.sh/" \
+    -e "s/^local DEFAULT_PARTITION = .*/local DEFAULT_PARTITION = \"$PARTITION\" -- set by cluster.sh/" \
+    "$PLUGIN" >"$etc/job_submit.lua"
+  grep -q "^local MANAGED_PARTITIONS = \"$PARTITION\"" "$etc/job_submit.lua" ||
+    die "could not set the managed partition in job_submit.lua"
+
+  cat >"$etc/env.sh" <<EOF
+# source me: the environment for Slurm clients of the mini cluster
+export SLURM_CONF=$CONF
+export MINI_SLURM_STATE=$STATE
+export MINI_SLURM_MANAGED_PARTITIONS=$PARTITION
+export MINI_SLURM_DEFAULT_PARTITION=$PARTITION
+export MINI_SLURM_UNMANAGED_PARTITIONS=$UNMANAGED
+export MINI_SLURM_NODES="$NODES"
+export MINI_SLURM_SHARDS_PER_GPU=$SHARDS_PER_GPU
+EOF
+}
+
+all_up() {
+  our_pid "$STATE/munge/munged.pid" >/dev/null || return 1
+  our_pid "$STATE/run/slurmctld.pid" >/dev/null || return 1
+  local n
+  for n in $(node_names); do our_pid "$STATE/run/slurmd-$n.pid" >/dev/null || return 1; done
+  SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep -q UP
+}
+
+show_logs() {
+  local f
+  for f in "$STATE"/log/slurmctld.log "$STATE"/log/slurmd-*.log "$STATE"/munge/munged.log; do
+    [ -s "$f" ] || continue
+    echo "---- tail $f" >&2
+    tail -n 15 "$f" >&2
+  done
+}
+
+# ------------------------------------------------------------------ down
+descendants() { # pids of all descendants of $1
+  local kids k
+  # field 2 of /proc/N/stat is "(comm)" and may contain spaces: cut it off first
+  kids=$(awk -v p="$1" '{ s = $0; sub(/^.*\) /, "", s); split(s, a, " "); if (a[2] == p) print $1 }' \
+    /proc/[0-9]*/stat 2>/dev/null || true)
+  for k in $kids; do echo "$k"; descendants "$k"; done
+}
+
+wait_gone() { # pid [tenths of a second]
+  local n=${2:-50}
+  while [ "$n" -gt 0 ]; do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; n=$((n - 1)); done
+  return 1
+}
+
+stop_pid() { kill -0 "$1" 2>/dev/null || return 0; kill "$1" 2>/dev/null || true
+  wait_gone "$1" 30 || kill -9 "$1" 2>/dev/null || true; }
+
+# slurmstepds (and their job processes) holding a unix socket under our spool dir
+leftover_steps() {
+  local inodes fd link ino p
+  inodes=$(awk -v d="$STATE/spool/" 'index($8, d) == 1 { print $7 }' /proc/net/unix 2>/dev/null)
+  [ -n "$inodes" ] || return 0
+  for fd in /proc/[0-9]*/fd/*; do
+    link=$(readlink "$fd" 2>/dev/null) || continue
+    case "$link" in socket:\[*\]) ;; *) continue ;; esac
+    ino=${link#socket:[}
+    ino=${ino%]}
+    if grep -qx "$ino" <<<"$inodes"; then p=${fd#/proc/}; echo "${p%%/*}"; fi
+  done | sort -u
+}
+
+cmd_down() {
+  local purge=0 p n stopped=0
+  [ "${1:-}" = --purge ] && purge=1
+  if [ ! -e "$STATE" ]; then log "nothing at $STATE"; rm -f "$STATE.lock"; return 0; fi
+  [ -f "$STATE/$MARKER" ] || die "$STATE exists but is not a mini cluster (no $MARKER); not touching it"
+  export SLURM_CONF=$CONF
+  local daemons=""
+  for n in "$STATE"/run/slurmctld.pid "$STATE"/run/slurmd-*.pid; do
+    p=$(our_pid "$n") && daemons="$daemons $p"
+  done
+  if our_pid "$STATE/run/slurmctld.pid" >/dev/null; then
+    # cancel every job first, so no job process outlives its slurmd
+    local jobs
+    jobs=$(timeout 10 squeue -h -t PD,R,S,CG,CF -o %i 2>/dev/null | tr '\n' ' ' || true)
+    if [ -n "${jobs// /}" ]; then
+      # shellcheck disable=SC2086
+      timeout 10 scancel $jobs 2>/dev/null || true
+      for _ in $(seq 1 50); do
+        [ -z "$(timeout 5 squeue -h -t R,S,CG -o %i 2>/dev/null || true)" ] && break
+        sleep 0.1
+      done
+    fi
+    timeout 10 scontrol shutdown >/dev/null 2>&1 || true # slurmctld and every slurmd exit
+  fi
+  for p in $daemons; do
+    wait_gone "$p" 50 || stop_pid "$p"
+    stopped=$((stopped + 1))
+  done
+  for p in $(leftover_steps); do
+    local kids
+    kids=$(descendants "$p")
+    log "stopping leftover slurmstepd $p${kids:+ and its processes $(echo $kids)}"
+    for n in $p $kids; do kill -9 "$n" 2>/dev/null || true; done
+  done
+  if p=$(our_pid "$STATE/munge/munged.pid"); then stop_pid "$p"; stopped=$((stopped + 1)); fi
+  log "stopped $stopped daemon(s) of $STATE"
+  if [ "$purge" = 1 ]; then
+    rm -rf "$STATE"
+    rm -f "$STATE.lock"
+    log "removed $STATE"
+  fi
+}
+
+# ------------------------------------------------------------------ up
+cmd_up() {
+  need_root
+  install_packages
+  PLUGIN=$(find_plugin) || exit 1
+  NEW_ETC=$STATE.new.$$
+  rm -rf "$NEW_ETC"
+  trap 'rm -rf "$NEW_ETC"' EXIT
+  write_configs "$NEW_ETC"
+  if [ -f "$STATE/$MARKER" ] && all_up &&
+    diff -rq "$NEW_ETC" "$STATE/etc" >/dev/null 2>&1; then
+    log "already up ($STATE)"
+    cat "$STATE/env.sh"
+    return 0
+  fi
+
+  if [ -e "$STATE" ]; then
+    if [ -f "$STATE/$MARKER" ]; then
+      cmd_down >/dev/null 2>&1 || true
+      rm -rf "$STATE"
+    elif [ -n "$(ls -A "$STATE")" ]; then
+      die "$STATE exists, is not empty and is not a mini cluster (no $MARKER); refusing to use it"
+    fi
+  fi
+  local port n i=0 spec name type count g
+  port_in_use "$CTLD_PORT" && die "port $CTLD_PORT (slurmctld) is in use; set MINI_SLURM_CTLD_PORT"
+  for n in $(node_names); do
+    port=$((SLURMD_PORT + i))
+    port_in_use "$port" && die "port $port (slurmd $n) is in use; set MINI_SLURM_SLURMD_PORT"
+    i=$((i + 1))
+  done
+
+  mkdir -p "$STATE"
+  touch "$STATE/$MARKER"
+  mkdir -p "$STATE"/{ctld,spool,log,run,dev,munge}
+  mv "$NEW_ETC" "$STATE/etc"
+  cp "$STATE/etc/env.sh" "$STATE/env.sh"
+  for spec in $NODES; do
+    IFS=: read -r name type count <<<"$spec"
+    mkdir -p "$STATE/dev/$name"
+    for ((g = 0; g < ${count:-0}; g++)); do ln -sf /dev/null "$STATE/dev/$name/nvidia$g"; done
+  done
+  # munged insists on a 0755 socket dir and a private key
+  chmod 0755 "$STATE" "$STATE/munge"
+  dd if=/dev/urandom of="$STATE/munge/munge.key" bs=1024 count=1 status=none
+  chmod 0400 "$STATE/munge/munge.key"
+
+  local t0 t1 want idle=0 deadline
+  t0=$(date +%s.%N)
+  export SLURM_CONF=$CONF
+  munged --socket="$STATE/munge/munge.socket" --key-file="$STATE/munge/munge.key" \
+    --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/munge/munged.log" \
+    --seed-file="$STATE/munge/munged.seed" 9>&- ||
+    { show_logs; die "munged did not start"; }
+  # 9>&-: the daemons must not inherit (and so hold) our lock
+  slurmctld -f "$CONF" 9>&- || { show_logs; cmd_down >/dev/null 2>&1; die "slurmctld did not start"; }
+  for n in $(node_names); do
+    slurmd -f "$CONF" -N "$n" 9>&- || { show_logs; cmd_down >/dev/null 2>&1; die "slurmd -N $n did not start"; }
+  done
+
+  want=$(node_names | wc -l)
+  deadline=$(($(date +%s) + UP_TIMEOUT))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    idle=$(timeout 5 sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l || true)
+    [ "$idle" = "$want" ] && break
+    our_pid "$STATE/run/slurmctld.pid" >/dev/null || { sleep 0.5; our_pid "$STATE/run/slurmctld.pid" >/dev/null || break; }
+    sleep 0.1
+  done
+  t1=$(date +%s.%N)
+  if [ "$idle" != "$want" ]; then
+    timeout 5 sinfo -N -o '%N %T %E' >&2 || true
+    show_logs
+    cmd_down >/dev/null 2>&1 || true
+    die "only $idle of $want nodes became idle within ${UP_TIMEOUT}s (daemons stopped; logs in $STATE/log)"
+  fi
+  log "up in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')s: $want nodes idle, state $STATE"
+  cat "$STATE/env.sh"
+}
+
+# ------------------------------------------------------------------ status
+cmd_status() {
+  if [ ! -f "$STATE/$MARKER" ]; then echo "down (no cluster at $STATE)"; return 3; fi
+  local rc=0 p f n
+  for f in "$STATE/munge/munged.pid" "$STATE/run/slurmctld.pid"; do
+    n=$(basename "$f" .pid)
+    if p=$(our_pid "$f"); then echo "$n: running (pid $p)"; else echo "$n: not running"; rc=3; fi
+  done
+  for n in $(node_names); do
+    if p=$(our_pid "$STATE/run/slurmd-$n.pid"); then echo "slurmd $n: running (pid $p)"
+    else echo "slurmd $n: not running"; rc=3; fi
+  done
+  if our_pid "$STATE/run/slurmctld.pid" >/dev/null; then
+    SLURM_CONF=$CONF timeout 5 sinfo -N -o '%N %P %T %c %m %G' || rc=3
+  fi
+  echo "export SLURM_CONF=$CONF"
+  return $rc
+}
+
+main() {
+  local cmd=${1:-}
+  shift || true
+  check_settings
+  case "$cmd" in
+    up) take_lock; cmd_up "$@" ;;
+    down) need_root; take_lock; cmd_down "$@" ;;
+    status) cmd_status ;;
+    env) [ -f "$STATE/env.sh" ] || die "no cluster at $STATE"; cat "$STATE/env.sh" ;;
+    *) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,222 @@
+"""The mini cluster and the job_submit plugin, checked against real slurmctld/slurmd daemons."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_sched.slurm.cluster import MiniCluster
+from slurm_sched.slurm.hints import JobHints, encode_hints, parse_hints
+
+NODES = {"a100-1": "a100", "a100-2": "a100", "v100-1": "v100", "v100-2": "v100"}
+ACTIVE = {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"}
+BUSY = {"mixed", "allocated", "completing", "idle"}
+
+
+def run(
+    cluster: MiniCluster, *cmd: str, user: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """A Slurm client command against the cluster; ``user`` runs it as that (non-root) user."""
+    argv = list(cmd)
+    if user is not None:
+        argv = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={cluster.slurm_conf}", *argv]
+    proc = subprocess.run(
+        argv, env=cluster.env, capture_output=True, text=True, timeout=30, cwd="/tmp", check=False
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{argv} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def jobs(cluster: MiniCluster) -> dict[int, dict[str, Any]]:
+    # squeue --json ignores -j/-p filters in 22.05: always the full list
+    data = json.loads(run(cluster, "squeue", "--json").stdout)
+    return {int(j["job_id"]): j for j in data["jobs"]}
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 15.0) -> float:
+    """Poll ``check`` until true; returns the seconds it took."""
+    t0 = time.monotonic()
+    while not check():
+        if time.monotonic() - t0 > timeout_s:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+@pytest.fixture
+def submit(slurm_cluster: MiniCluster) -> Iterator[Callable[..., int]]:
+    """``submit(*sbatch_args, user=None) -> job id``; every job is cancelled after the test."""
+    submitted: list[int] = []
+
+    def _submit(*args: str, user: str | None = None) -> int:
+        proc = run(slurm_cluster, "sbatch", "--parsable", "--chdir=/tmp", *args, user=user)
+        job_id = int(proc.stdout.strip().split(";")[0])
+        submitted.append(job_id)
+        return job_id
+
+    yield _submit
+    if submitted:
+        run(slurm_cluster, "scancel", *map(str, submitted), check=False)
+
+
+def state(cluster: MiniCluster, job_id: int) -> str:
+    return str(jobs(cluster)[job_id]["job_state"])
+
+
+def pin_and_release(cluster: MiniCluster, job_id: int, node: str) -> None:
+    run(cluster, "scontrol", "update", f"jobid={job_id}", f"NodeList={node}", "NumNodes=1")
+    run(cluster, "scontrol", "release", str(job_id))
+
+
+def test_all_nodes_idle_with_typed_gpus_and_shards(slurm_cluster):
+    """Four nodes, 4 fake GPUs each, 4 shards per GPU; every node without jobs is idle."""
+
+    def busy_nodes() -> set[str]:
+        return {
+            alloc["nodename"]
+            for job in jobs(slurm_cluster).values()
+            if job["job_state"] in ACTIVE
+            for alloc in (job.get("job_resources") or {}).get("allocated_nodes", [])
+        }
+
+    def idle_unless_busy() -> bool:
+        # jobs of other test sessions sharing the cluster may keep some nodes busy
+        before = busy_nodes()
+        nodes = slurm_cluster.status()["nodes"]
+        after = busy_nodes()
+        return len(nodes) == len(NODES) and all(
+            n["state"] == "idle" or (n["name"] in before | after and n["state"] in BUSY)
+            for n in nodes
+        )
+
+    wait_for("every node without jobs idle", idle_unless_busy)
+    status = slurm_cluster.status()
+    assert status["up"]
+    assert {n["name"] for n in status["nodes"]} == set(NODES)
+    for node in status["nodes"]:
+        gpu = NODES[node["name"]]
+        assert node["gres"] == f"gpu:{gpu}:4,shard:{gpu}:16"
+        assert "sched" in node["partitions"]
+        assert node["cpus"] == 16 and node["real_memory"] == 64000
+    assert slurm_cluster.managed_partitions == ["sched"]
+    assert slurm_cluster.unmanaged_partitions == ["direct"]
+
+
+def test_up_again_is_a_fast_no_op(slurm_cluster):
+    assert slurm_cluster.up() < 3.0
+    assert slurm_cluster.status()["up"]
+
+
+def test_managed_job_is_held_until_the_scheduler_releases_it(slurm_cluster, submit):
+    job_id = submit("-o", "/dev/null", "--wrap", "sleep 1")  # no -p: default partition sched
+    time.sleep(1.0)  # Slurm would have started a runnable job by now
+    job = jobs(slurm_cluster)[job_id]
+    assert job["partition"] == "sched"
+    assert job["job_state"] == "PENDING"
+    assert job["priority"] == 0
+    assert job["state_reason"] == "JobHeldUser"
+
+
+def test_non_root_owner_cannot_release_or_change_a_managed_job(slurm_cluster, submit):
+    job_id = submit("-o", "/dev/null", "--wrap", "sleep 1", user="nobody")
+    assert jobs(slurm_cluster)[job_id]["priority"] == 0
+    release = run(slurm_cluster, "scontrol", "release", str(job_id), user="nobody", check=False)
+    assert release.returncode != 0
+    update = run(
+        slurm_cluster,
+        "scontrol",
+        "update",
+        f"jobid={job_id}",
+        "TimeLimit=5",
+        user="nobody",
+        check=False,
+    )
+    assert update.returncode != 0
+    job = jobs(slurm_cluster)[job_id]
+    assert (job["job_state"], job["priority"], job["state_reason"]) == ("PENDING", 0, "JobHeldUser")
+    # the owner may still cancel
+    run(slurm_cluster, "scancel", str(job_id), user="nobody")
+    wait_for("job cancelled", lambda: state(slurm_cluster, job_id) == "CANCELLED")
+
+
+def test_pinned_and_released_job_runs_on_that_node(slurm_cluster, submit):
+    job_id = submit("--gres=gpu:a100:1", "-o", "/dev/null", "--wrap", "sleep 1")
+    pin_and_release(slurm_cluster, job_id, "a100-2")
+    took_s = wait_for(
+        "job running", lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED")
+    )
+    print(f"release -> RUNNING: {took_s:.2f}s")
+    assert took_s < 5.0
+    assert jobs(slurm_cluster)[job_id]["nodes"] == "a100-2"
+    wait_for("job completed", lambda: state(slurm_cluster, job_id) == "COMPLETED")
+
+
+def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):
+    script = "echo CVD=$CUDA_VISIBLE_DEVICES; sleep 2"
+    ids = [
+        submit("--gres=shard:1", "-o", str(tmp_path / "out-%j.txt"), "--wrap", script)
+        for _ in range(2)
+    ]
+    for job_id in ids:
+        pin_and_release(slurm_cluster, job_id, "v100-1")
+
+    def both_running() -> bool:
+        current = jobs(slurm_cluster)
+        return all(current[j]["job_state"] == "RUNNING" for j in ids)
+
+    wait_for("both shard jobs running", both_running, timeout_s=10)
+    current = jobs(slurm_cluster)
+    details = [current[j]["gres_detail"] for j in ids]
+    assert all(current[j]["nodes"] == "v100-1" for j in ids)
+    assert details[0] == details[1] and len(details[0]) == 1
+    assert details[0][0].startswith("shard:v100:1(IDX:")
+
+    wait_for("shard jobs done", lambda: all(state(slurm_cluster, j) == "COMPLETED" for j in ids))
+    outputs = [(tmp_path / f"out-{j}.txt").read_text().strip() for j in ids]
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("CVD=") and outputs[0] != "CVD="
+
+
+def test_bad_hint_is_rejected_by_sbatch_with_field_and_value(slurm_cluster, submit):
+    proc = run(
+        slurm_cluster,
+        "sbatch",
+        "--comment",
+        '{"v":1,"batch_size":-3}',
+        "--wrap",
+        "true",
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "slurm_sched: hint 'batch_size' = -3: must be >= 1" in proc.stderr
+    proc = run(slurm_cluster, "sbatch", "--comment", "fast please", "--wrap", "true", check=False)
+    assert proc.returncode != 0
+    assert "not valid JSON" in proc.stderr
+
+
+def test_valid_hint_is_accepted_and_reads_back_verbatim(slurm_cluster, submit):
+    hints = JobHints(model="resnet50", batch_size=256, duration_s=90.5, plans=["dp", "gc"])
+    comment = encode_hints(hints)
+    job_id = submit("--comment", comment, "-o", "/dev/null", "--wrap", "sleep 1")
+    job = jobs(slurm_cluster)[job_id]
+    assert job["comment"] == comment
+    assert parse_hints(job["comment"]) == hints
+
+
+def test_jobs_outside_managed_partitions_are_untouched(slurm_cluster, submit):
+    job_id = submit(
+        "-p", "direct", "--comment", "free text", "-o", "/dev/null", "--wrap", "sleep 1"
+    )
+    assert jobs(slurm_cluster)[job_id]["priority"] > 0
+    wait_for(
+        "unmanaged job started by Slurm",
+        lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED"),
+        timeout_s=10,
+    )
