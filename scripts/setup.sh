@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh - make a ready-to-use environment on a Debian/Ubuntu machine (idempotent).
 #
-#   * Debian packages: python3-venv (if `python3 -m venv` is missing). The Slurm packages for the
+#   * Debian packages: python3-venv (if `python3 -m venv` is missing), lua5.3. The Slurm packages for the
 #     mini cluster (munge, slurmctld, slurmd, slurm-client) are installed by
 #     slurm_sched/slurm/cluster.sh the first time a cluster starts.
 #   * a virtual environment in .venv (reusing already-installed site packages when present),
@@ -23,6 +23,13 @@ if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y --no-install-recommends python3-venv python3-pip >/dev/null ||
     { apt-get update >/dev/null && apt-get install -y --no-install-recommends python3-venv python3-pip >/dev/null; }
+fi
+# lua5.3 runs the job_submit.lua plugin's validator in the unit tests (parity with Python)
+if ! command -v lua5.3 >/dev/null 2>&1; then
+  log "installing lua5.3"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends lua5.3 >/dev/null ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends lua5.3 >/dev/null; }
 fi
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
