@@ -5,13 +5,14 @@
 #     mini cluster (munge, slurmctld, slurmd, slurm-client) are installed by
 #     slurm_sched/slurm/cluster.sh the first time a cluster starts.
 #   * a virtual environment in .venv (reusing already-installed site packages when present),
-#     with slurm_sched installed in editable mode plus the dev tools (pytest, hypothesis, ruff).
+#     with slurm_sched installed in editable mode plus the dev tools (pytest, hypothesis, ruff)
+#     and torch (the job runtime and its tests).
 #
-# Env: VENV=.venv  EXTRAS=dev
+# Env: VENV=.venv  EXTRAS=dev,torch
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-dev}
+EXTRAS=${EXTRAS:-dev,torch}
 
 log() { echo "[setup] $*" >&2; }
 
@@ -36,5 +37,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv --system-site-packages "$VENV"
 fi
 log "installing slurm_sched[$EXTRAS] into $VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+# torch pinned: pip then takes the local 2.13.0+cpu wheel instead of a newer, larger download
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]" "torch==2.13.0"
 log "ready: $("$VENV/bin/slurm-sched" --version)"

@@ -199,6 +199,9 @@ def policies() -> None:
 
 
 def _add_optional_groups() -> None:
+    from slurm_sched.runtime.profile_cli import profile  # torch is imported only when it runs
+
+    cli.add_command(profile)
     try:
         from slurm_sched.slurm.cluster_cli import cluster_cli
     except ImportError:  # the Slurm side is optional for pure simulation users
