@@ -1,0 +1,49 @@
+"""SJF-FFS: shortest job first with first-fit sharing (the aggressive-sharing baseline).
+
+Paper: the SJF-BSBF paper's baseline (Luo et al., spec ``sjf-bsbf.md`` section 3, "SJF-FFS").
+Identical to :class:`~slurm_sched.policy.sjf_bsbf.SjfBsbf` except for the sharing branch: when
+free GPUs are insufficient it shares GPUs that hold one job "in a first fit manner", with no
+Algorithm 2 and no benefit test, so it shares whenever ``|free| + |single-job GPUs| >= G``.
+
+Concretisation (spec): single-job GPUs are scanned in (server, GPU) index order; shared GPUs are
+taken first and topped up with free GPUs (A4) as in SJF-BSBF; the sub-batch is the largest
+candidate (``ceil(B/2^k)`` or the solo micro-batch) that passes MEM_OK with the co-runner, the
+smallest over co-runners; a running job with which no sub-batch fits in memory is skipped (so
+FFS respects the same memory model as SJF-BSBF). Its world is the same ``sjf-bsbf`` progress
+model.
+"""
+
+from __future__ import annotations
+
+from slurm_sched.policy.base import Policy
+from slurm_sched.policy.sjf_bsbf import SjfBsbf, _Candidate, _State
+
+
+class SjfFfs(SjfBsbf):
+    name = "sjf-ffs"
+    summary = ("SJF; when GPUs run short, shares the first GPUs holding one job (first fit), "
+               "no benefit test (non-preemptive)")
+
+    def sharing_candidates(self, cand: _Candidate, owners: list[str], state: _State
+                           ) -> list[tuple[float, str, int | None]]:
+        """Every running job some sub-batch fits next to, in first-fit (GPU index) order.
+
+        ``owners`` is already in the order of their first single-job GPU; the sort key is that
+        rank, so Algorithm 1's composition takes their GPUs first fit.
+        """
+        out: list[tuple[float, str, int | None]] = []
+        for rank, rid in enumerate(owners):
+            run = state.runners[rid]
+            for b, _, mem in cand.options:  # largest first
+                if self.mem_ok(mem, run):
+                    out.append((float(rank), rid, b))
+                    break
+        return out
+
+    def _failing_pairs(self, cand: _Candidate, chosen: list[str], b_j: int | None,
+                       state: _State, nodes: int | None = None) -> set[str]:
+        mem_n = next((m for b, _, m in cand.options if b == b_j), cand.options[0][2])
+        return {rid for rid in chosen if not self.mem_ok(mem_n, state.runners[rid])}
+
+
+POLICIES: list[type[Policy]] = [SjfFfs]
