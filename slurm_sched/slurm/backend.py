@@ -1,0 +1,1231 @@
+"""The live Slurm cluster as a :class:`~slurm_sched.backend.ClusterBackend`.
+
+Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slurm-backend.md``):
+
+- ``snapshot()`` runs ``squeue --json`` (and ``sinfo --json`` every ``sinfo_refresh_s``), keeps
+  only jobs of the managed partitions, and builds one :class:`JobView` per unfinished job. GPUs
+  held by any other job (unmanaged partitions, jobs left to Slurm) are not free in
+  ``known_free_gpus``. It also moves the backend's own in-flight work forward (this is the only
+  place besides ``apply`` that runs commands): it re-pins and releases jobs whose requeue has
+  finished (Migrate/Reconfigure), re-holds jobs that a pin could not start within
+  ``start_timeout_s``, re-holds managed jobs that somebody else released, and releases to Slurm
+  (with a warning) jobs it cannot understand.
+- Slurm is eventually consistent: after ``release`` a job needs ~0.4-1 s to be RUNNING. Between
+  ``apply`` and that moment the snapshot shows the job RUNNING on the placement asked for (an
+  *intent*), so no policy books those GPUs twice; once Slurm reports the job, its real
+  placement replaces the intent. Slurm picks GPU indices itself (lowest free first); when they
+  differ from the policy's, the snapshot carries the real ones and the difference is logged and
+  kept in :attr:`SlurmBackend.mismatches` (the action result stays ok: the job runs on the asked
+  nodes with the asked number of GPUs, which is what an exclusive placement means).
+- ``apply()`` checks every action against the backend's current view first (as the simulator
+  does: state, GPU type, count, free GPUs), so "GPU already taken" comes back as data without
+  touching Slurm, then runs the commands of all accepted actions stage by stage, each stage as
+  one ``scontrol`` batch. It is idempotent per ``request_id`` and raises only
+  :class:`~slurm_sched.errors.BackendUnavailableError`.
+- Jobs the backend cannot understand (a bad hint that slipped past the submit plugin, GRES it
+  does not know, no GPU at all) are *released to Slurm* unpinned, logged with a warning and
+  listed in :attr:`SlurmBackend.left_to_slurm`: never dropped silently, never held forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurm_sched.backend import ClusterBackend, CompletedJob
+from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
+from slurm_sched.model import (
+    Action,
+    ActionResult,
+    Cluster,
+    ClusterSnapshot,
+    JobSettings,
+    JobSpec,
+    JobState,
+    JobView,
+    Placement,
+    Start,
+)
+from slurm_sched.slurm import parse
+from slurm_sched.slurm.hints import (
+    HintError,
+    duration_from_time_limit,
+    hints_to_jobspec,
+    parse_hints,
+)
+from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError, SlurmNode
+from slurm_sched.slurm.runner import CommandRunner
+from slurm_sched.slurm.settings_file import (
+    Ledger,
+    Progress,
+    SettingsStore,
+    progress_rate,
+    work_done_s,
+)
+from slurm_sched.slurm.translate import (
+    Cmd,
+    JobContext,
+    ShardConfig,
+    Stage,
+    TranslateError,
+    Translation,
+    translate,
+)
+
+if TYPE_CHECKING:
+    from slurm_sched.slurm.cluster import MiniCluster
+
+log = logging.getLogger(__name__)
+
+Slot = tuple[str, int]
+FOREIGN = "<foreign>"
+#: Translation note: a Preempt of a job released but not started yet is carried out as a hold
+UNSTART = "unstart"
+
+_RUNNING_STATES = frozenset({"RUNNING", "CONFIGURING"})
+_PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+class ActionRejected(Exception):
+    """Internal: an action is invalid for the current view; becomes ``ActionResult(ok=False)``."""
+
+
+@dataclass
+class Intent:
+    """Work the backend started and Slurm has not finished yet.
+
+    phase ``released``: pinned and released, waiting for RUNNING; ``requeueing``: requeuehold
+    issued, ``after`` stages to run once the job is PENDING again; ``preempting``: requeuehold
+    issued, the job is PENDING for the policy already.
+    """
+
+    job_id: str
+    kind: str
+    phase: str
+    placement: Placement | None
+    since_s: float
+    min_restarts: int
+    after: tuple[Stage, ...] = ()
+    share: bool = False
+    warned: bool = False
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Slurm placed a job differently from what the policy asked (GPU indices or per-node split)."""
+
+    job_id: str
+    asked: Placement
+    actual: Placement
+    at_s: float
+
+
+@dataclass
+class BackendStats:
+    snapshots: int = 0
+    squeue_calls: int = 0
+    squeue_s: float = 0.0
+    apply_calls: int = 0
+    commands: int = 0
+    batches: int = 0
+    start_timeouts: int = 0
+    reheld: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+class SlurmBackend(ClusterBackend):
+    """The live cluster behind the Slurm CLI.
+
+    Args:
+        runner: runs the Slurm commands (the process boundary; tests may pass a recorded fake).
+        partitions: the partitions this scheduler manages; jobs elsewhere are foreign load.
+        settings_dir: where per-job settings, progress reports and ledgers live.
+        max_jobs_per_gpu: sharing capacity C of a GPU (1 = exclusive; >1 needs gres/shard).
+        sinfo_refresh_s: how long the node list (``sinfo --json``) is cached.
+        start_timeout_s: a released job not RUNNING after this long is held again (its GPUs were
+            not free after all, e.g. taken by a job of another partition).
+        min_query_interval_s: a snapshot taken sooner than this after the previous ``squeue``
+            reuses its output (plus everything applied since). ``squeue --json`` costs 50-500 ms
+            on a busy 2-core machine with a few hundred jobs, and the controller asks for a
+            snapshot right after every ``apply``.
+        expect_jobs: job ids after whose completion ``finished()`` returns True.
+        clock: wall clock (epoch seconds), replaceable in tests.
+    """
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        *,
+        partitions: Sequence[str] = ("sched",),
+        settings_dir: str | os.PathLike[str],
+        max_jobs_per_gpu: int = 1,
+        sinfo_refresh_s: float = 30.0,
+        start_timeout_s: float = 60.0,
+        min_query_interval_s: float = 0.25,
+        expect_jobs: Iterable[str] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_jobs_per_gpu < 1:
+            raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
+        if not partitions:
+            raise ValueError("at least one managed partition is needed")
+        self.runner = runner
+        self.partitions = frozenset(partitions)
+        self.store = SettingsStore(settings_dir)
+        self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.sinfo_refresh_s = sinfo_refresh_s
+        self.start_timeout_s = start_timeout_s
+        self.min_query_interval_s = min_query_interval_s
+        self.clock = clock
+        self.stats = BackendStats()
+        #: placements Slurm chose differently from the policy (newest last)
+        self.mismatches: list[Mismatch] = []
+        #: jobs released to Slurm unmanaged, with the reason (never dropped silently)
+        self.left_to_slurm: dict[str, str] = {}
+        self._expected: set[str] = {str(j) for j in expect_jobs}
+        self._nodes: list[SlurmNode] = []
+        self._cluster: Cluster | None = None
+        self._shards = ShardConfig()
+        self._sinfo_at = -1e18
+        self._ledgers: dict[str, Ledger] = {}
+        self._settings: dict[str, JobSettings] = {}
+        self._intents: dict[str, Intent] = {}
+        self._results: dict[str, ActionResult] = {}
+        self._completed: list[CompletedJob] = []
+        self._done: set[str] = set()  # completed, or final before we first looked
+        self._released: set[str] = set()  # left to Slurm and released
+        self._final_left: set[str] = set()  # left to Slurm and finished since
+        self._tracked: set[str] = set()  # managed jobs seen unfinished
+        self._first = True
+        self._progress_cache: dict[str, tuple[int, int, Progress | None]] = {}
+        # the current view, rebuilt by snapshot() and updated by apply()
+        self._slurm: dict[str, SlurmJob] = {}
+        self._views: dict[str, JobView] = {}
+        self._holders: dict[Slot, list[str]] = {}
+        self._shard_use: dict[Slot, int] = {}
+        self._exclusive: set[Slot] = set()
+        self._last: ClusterSnapshot | None = None
+        self._jobs_cache: tuple[float, list[SlurmJob]] | None = None
+        self._slurm_view_shards = False  # the last sinfo is fresh and shard jobs are running
+
+    @classmethod
+    def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
+        """A backend for the local mini cluster (its env, managed partitions, settings dir)."""
+        kwargs.setdefault("partitions", cluster.managed_partitions)
+        kwargs.setdefault("settings_dir", Path(cluster.state_dir) / "job-settings")
+        runner = kwargs.pop("runner", None) or CommandRunner(env=cluster.env)
+        return cls(runner, **kwargs)
+
+    # ------------------------------------------------------------------ public helpers
+    def expect(self, job_ids: Iterable[str]) -> None:
+        """Add job ids that ``finished()`` waits for."""
+        self._expected.update(str(j) for j in job_ids)
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._refresh_nodes(force=True)
+        assert self._cluster is not None
+        return self._cluster
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        """Jobs with work under way that Slurm has not confirmed yet (start, requeue...)."""
+        return frozenset(self._intents)
+
+    @property
+    def slurm_jobs(self) -> dict[str, SlurmJob]:
+        """Every job of the last ``squeue --json`` (all partitions), by id."""
+        return dict(self._slurm)
+
+    # ------------------------------------------------------------------ ClusterBackend
+    def finished(self) -> bool:
+        if not self._expected:
+            return False
+        return self._expected <= (self._done | self._final_left)
+
+    def completed(self) -> list[CompletedJob]:
+        return list(self._completed)
+
+    def snapshot(self) -> ClusterSnapshot:
+        self._refresh_nodes()
+        before = self._jobs_cache
+        jobs = self._query_jobs()
+        if self._jobs_cache is not before and any(
+            a.shards for j in jobs if j.holds_resources for a in j.alloc
+        ):
+            # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
+            self._refresh_nodes(force=True)
+            self._slurm_view_shards = True
+        elif self._jobs_cache is not before:
+            self._slurm_view_shards = False
+        now = self.clock()
+        self._reconcile(jobs, now, fresh=self._jobs_cache is not before)
+        snap = self._build(now)
+        self._last = snap
+        self.stats.snapshots += 1
+        return snap
+
+    def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
+        self.stats.apply_calls += 1
+        if self._last is None:
+            try:
+                self.snapshot()
+            except (SlurmCommandError, SlurmJsonError) as exc:  # apply raises only this one
+                raise BackendUnavailableError(f"cannot read the cluster state: {exc}") from exc
+        now = self.clock()
+        results: list[ActionResult | None] = []
+        planned: list[tuple[int, Action, Translation, _Undo]] = []
+        for action in actions:
+            rid = action.request_id
+            if rid is not None and rid in self._results:
+                results.append(self._results[rid])
+                continue
+            try:
+                tr = self._plan(action, now)
+            except (ActionRejected, TranslateError) as exc:
+                res = ActionResult(action=action, ok=False, error=str(exc))
+                log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
+                if rid is not None:
+                    self._results[rid] = res
+                results.append(res)
+                continue
+            # reserve now, so that later actions of this call see the GPUs taken
+            undo = _Undo(
+                action.job_id, self._views[action.job_id], self._intents.get(action.job_id)
+            )
+            self._reserve(action, tr, now)
+            self._write_settings(action, tr)
+            planned.append((len(results), action, tr, undo))
+            results.append(None)
+        errors = self._execute([(i, tr.stages) for i, _, tr, _ in planned])
+        failed_jobs: set[str] = set()
+        for i, action, _, _ in planned:  # a later action on a job whose earlier one failed
+            if errors.get(i) is None and action.job_id in failed_jobs:
+                errors[i] = f"an earlier action on job {action.job_id} in this call failed"
+            elif errors.get(i) is not None:
+                failed_jobs.add(action.job_id)
+        for i, action, tr, undo in reversed(planned):
+            err = errors.get(i)
+            if err is None:
+                self._finalize(action, tr, now)
+                if tr.kind in ("suspend", "resume") or UNSTART in tr.notes:
+                    self._jobs_cache = None  # no intent covers these: read Slurm again
+                res = ActionResult(action=action, ok=True)
+                self.stats.by_kind[action.kind] = self.stats.by_kind.get(action.kind, 0) + 1
+            else:
+                self._rollback(undo, now)
+                res = ActionResult(action=action, ok=False, error=err)
+                log.warning("%s %s failed in Slurm: %s", action.kind, action.job_id, err)
+            if action.request_id is not None:
+                self._results[action.request_id] = res
+            results[i] = res
+        return [r for r in results if r is not None]
+
+    # ------------------------------------------------------------------ queries
+    def _refresh_nodes(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._sinfo_at < self.sinfo_refresh_s:
+            return
+        data = self._query_json(["sinfo", "--json"])
+        try:
+            nodes = parse.parse_sinfo(data)
+        except SlurmJsonError as exc:
+            self._json_failure(exc)
+        managed = [n for n in nodes if self.partitions.intersection(n.partitions)]
+        if not managed:
+            raise BackendUnavailableError(
+                f"no node in the managed partitions {sorted(self.partitions)} (sinfo --json)"
+            )
+        self._nodes = managed
+        cluster = parse.cluster_from_nodes(managed, self.partitions)
+        if self._cluster is None or cluster != self._cluster:
+            self._cluster = cluster
+        spg = min((n.shards_per_gpu for n in managed if n.num_gpus), default=0)
+        self._shards = ShardConfig(spg, self.max_jobs_per_gpu)
+        if self.max_jobs_per_gpu > 1 and spg <= 2 * (self.max_jobs_per_gpu - 1):
+            log.warning(
+                "GPU sharing with %d jobs per GPU needs more than %d shards per GPU; the "
+                "cluster has %d: started jobs may land on shared GPUs",
+                self.max_jobs_per_gpu,
+                2 * (self.max_jobs_per_gpu - 1),
+                spg,
+            )
+        self._sinfo_at = time.monotonic()
+
+    def _query_json(self, argv: list[str]) -> dict[str, Any]:
+        import json
+
+        res = self.runner.run(argv)
+        try:
+            data = json.loads(res.stdout)
+        except ValueError as exc:
+            raise SlurmCommandError(argv, res.rc, f"invalid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SlurmCommandError(argv, res.rc, "JSON output is not an object")
+        return data
+
+    def _json_failure(self, exc: SlurmJsonError) -> None:
+        if not self.runner.controller_up():
+            raise BackendUnavailableError(f"{exc} (scontrol ping: DOWN)") from exc
+        raise exc
+
+    def _query_jobs(self) -> list[SlurmJob]:
+        t0 = time.monotonic()
+        cached = self._jobs_cache
+        if cached is not None and t0 - cached[0] < self.min_query_interval_s:
+            return cached[1]
+        data = self._query_json(["squeue", "--json"])
+        try:
+            jobs = parse.parse_squeue(data)
+        except SlurmJsonError as exc:
+            self._json_failure(exc)
+        t1 = time.monotonic()
+        self.stats.squeue_s += t1 - t0
+        self.stats.squeue_calls += 1
+        self._jobs_cache = (t1, jobs)
+        return jobs
+
+    # ------------------------------------------------------------------ reconcile
+    def _managed(self, job: SlurmJob) -> bool:
+        return any(p in self.partitions for p in job.partition.split(","))
+
+    def _reconcile(self, jobs: list[SlurmJob], now: float, fresh: bool = True) -> None:
+        """Fold Slurm's job list into the backend's state. Commands that react to what Slurm
+        shows (releasing unmanageable jobs, re-holding, re-pinning after a requeue) run only on
+        ``fresh`` data, never on a reused ``squeue`` output that may predate the last apply."""
+        self._slurm = {j.job_id: j for j in jobs}
+        first = self._first
+        self._first = False
+        release: list[str] = []
+        rehold: list[str] = []
+        seen: set[str] = set()
+        for job in jobs:
+            jid = job.job_id
+            if not self._managed(job):
+                continue
+            seen.add(jid)
+            if jid in self._done:
+                continue
+            if job.final:
+                self._intents.pop(jid, None)
+                if jid in self.left_to_slurm:
+                    self._final_left.add(jid)
+                    self._done.add(jid)
+                elif first and jid not in self._tracked:
+                    self._done.add(jid)  # finished before this backend looked
+                else:
+                    self._finish(job, now)
+                continue
+            ledger = None if jid in self.left_to_slurm else self._ledger(job)
+            if ledger is None:  # cannot be managed: hand it to Slurm (once)
+                if job.state in _PENDING_STATES and job.held and jid not in self._released:
+                    release.append(jid)
+                continue
+            self._tracked.add(jid)
+            self._account(job, ledger, now)
+            if job.state in _PENDING_STATES and not job.held and jid not in self._intents:
+                rehold.append(jid)
+        # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)
+        for jid in list(self._tracked - seen - self._done):
+            log.warning("job %s vanished from squeue without a final state", jid)
+            ledger = self._ledgers.get(jid)
+            if ledger is not None:
+                self._record_completion(jid, ledger, now, ledger.run_executed_s)
+            self._done.add(jid)
+            self._intents.pop(jid, None)
+        if not fresh:
+            return
+        self._advance_intents(now, rehold)
+        cmds: list[tuple[int, tuple[Stage, ...]]] = []
+        for k, jid in enumerate(release):
+            cmds.append((k, ((Cmd(("scontrol", "release", jid)),),)))
+        off = len(release)
+        for k, jid in enumerate(rehold):
+            log.warning("job %s was released by someone else; holding it again", jid)
+            self.stats.reheld += 1
+            cmds.append((off + k, ((Cmd(("scontrol", "hold", jid)),),)))
+        if cmds:
+            errors = self._execute(cmds)
+            for k, jid in enumerate(release):
+                if errors.get(k):
+                    log.error("could not release unmanageable job %s: %s", jid, errors[k])
+                else:
+                    self._released.add(jid)
+
+    def _ledger(self, job: SlurmJob) -> Ledger | None:
+        """The job's ledger (spec parsed once); None if the job cannot be managed."""
+        jid = job.job_id
+        ledger = self._ledgers.get(jid)
+        if ledger is not None:
+            return ledger
+        ledger = self.store.read_ledger(jid)
+        if ledger is None:
+            try:
+                spec = self._spec(job)
+            except _Unmanageable as exc:
+                self.left_to_slurm[jid] = str(exc)
+                log.warning(
+                    "job %s cannot be scheduled by slurm_sched (%s); releasing it to Slurm",
+                    jid,
+                    exc,
+                )
+                return None
+            ledger = Ledger(spec=spec)
+            self._save_ledger(jid, ledger)
+        self._ledgers[jid] = ledger
+        return ledger
+
+    def _spec(self, job: SlurmJob) -> JobSpec:
+        req = job.gpu_request
+        if req.other:
+            raise _Unmanageable(f"GRES the scheduler does not handle: {', '.join(req.other)}")
+        num_gpus = req.total(job.node_count)
+        if num_gpus < 1:
+            raise _Unmanageable("the job asks for no GPU")
+        try:
+            hints = parse_hints(job.comment, source=f"job {job.job_id}")
+        except HintError as exc:
+            raise _Unmanageable(str(exc)) from exc
+        cluster = self.cluster
+        gpu_type = req.gpu_type
+        if gpu_type is None and job.features in cluster.gpu_types:
+            gpu_type = job.features
+        cap = cluster.gpus_of_type(gpu_type)
+        if num_gpus > cap:
+            raise _Unmanageable(
+                f"asks for {num_gpus} GPU(s){' of type ' + gpu_type if gpu_type else ''}; "
+                f"the managed partitions have {cap}"
+            )
+        return hints_to_jobspec(
+            job_id=job.job_id,
+            submit_time_s=max(0.0, job.submit_time_s),
+            num_gpus=num_gpus,
+            user=job.account or job.user or "default",
+            gpu_type=gpu_type,
+            hints=hints,
+            default_duration_s=duration_from_time_limit(job.time_limit_s),
+            num_cpus=max(1, job.cpus),
+        )
+
+    def _save_ledger(self, jid: str, ledger: Ledger) -> None:
+        self._ledgers[jid] = ledger
+        try:
+            self.store.write_ledger(jid, ledger)
+        except OSError as exc:  # the ledger is a convenience; never fail a cycle on it
+            log.warning("cannot write ledger of job %s: %s", jid, exc)
+
+    @staticmethod
+    def _with_run(ledger: Ledger, job: SlurmJob, now: float) -> tuple[Ledger, bool]:
+        """The ledger with the job's current run (running or suspended) folded in; True when a
+        new run began (the previous run's time moves to ``earlier_runs_s``)."""
+        executed = job.executed_s(now)
+        if job.start_time_s != ledger.run_key:
+            earlier = ledger.earlier_runs_s + (ledger.run_executed_s if ledger.run_key else 0.0)
+            new = replace(
+                ledger, earlier_runs_s=earlier, run_key=job.start_time_s, run_executed_s=executed
+            )
+            return new, True
+        return replace(ledger, run_executed_s=executed), False
+
+    def _account(self, job: SlurmJob, ledger: Ledger, now: float) -> None:
+        """Fold Slurm's view of the current run into the job's ledger."""
+        if job.state not in _RUNNING_STATES and job.state != "SUSPENDED":
+            return
+        ledger, changed = self._with_run(ledger, job, now)
+        if ledger.first_start_s is None:
+            ledger = replace(ledger, first_start_s=job.start_time_s)
+            changed = True
+        if changed:
+            self._save_ledger(job.job_id, ledger)
+        else:
+            self._ledgers[job.job_id] = ledger
+
+    def _finish(self, job: SlurmJob, now: float) -> None:
+        jid = job.job_id
+        ledger = self._ledgers.get(jid) or self.store.read_ledger(jid)
+        if ledger is None:
+            try:
+                ledger = Ledger(spec=self._spec(job))
+            except _Unmanageable:
+                self._done.add(jid)
+                return
+        last_run = job.executed_s(now)  # final: end - start - suspended time of the last run
+        if job.start_time_s != ledger.run_key:
+            earlier = ledger.earlier_runs_s + ledger.run_executed_s
+        else:
+            earlier = ledger.earlier_runs_s
+        first = ledger.first_start_s
+        if first is None:
+            first = job.start_time_s if job.start_time_s > 0 else job.end_time_s
+        finish = job.end_time_s if job.end_time_s > 0 else now
+        ledger = replace(ledger, first_start_s=first, earlier_runs_s=earlier)
+        self._record_completion(
+            jid, ledger, finish, last_run, restarts=max(0, job.restart_cnt - ledger.moves)
+        )
+        self._done.add(jid)
+
+    def _record_completion(
+        self,
+        jid: str,
+        ledger: Ledger,
+        finish_s: float,
+        last_run_s: float,
+        restarts: int | None = None,
+    ) -> None:
+        first = ledger.first_start_s if ledger.first_start_s is not None else finish_s
+        self._completed.append(
+            CompletedJob(
+                spec=ledger.spec,
+                first_start_s=first,
+                finish_s=max(finish_s, first),
+                executed_s=max(0.0, ledger.earlier_runs_s + last_run_s),
+                preemptions=restarts or 0,
+            )
+        )
+        self._ledgers.pop(jid, None)
+        self._settings.pop(jid, None)
+        self._progress_cache.pop(jid, None)
+        log.info("job %s finished at %.0f", jid, finish_s)
+
+    # ------------------------------------------------------------------ intents
+    def _advance_intents(self, now: float, rehold: list[str]) -> None:
+        run_after: list[tuple[int, tuple[Stage, ...]]] = []
+        after_ids: list[str] = []
+        hold: list[str] = []
+        for jid, it in list(self._intents.items()):
+            job = self._slurm.get(jid)
+            if job is None or job.final:
+                self._intents.pop(jid, None)
+                continue
+            if jid in rehold:
+                rehold.remove(jid)  # ours: pinned and released on purpose
+            if it.phase == "preempting":
+                if job.state in _PENDING_STATES and job.restart_cnt >= it.min_restarts:
+                    self._intents.pop(jid)
+            elif it.phase == "requeueing":
+                if job.state in _PENDING_STATES and job.restart_cnt >= it.min_restarts:
+                    run_after.append((len(after_ids), it.after))
+                    after_ids.append(jid)
+                elif now - it.since_s > self.start_timeout_s and not it.warned:
+                    it.warned = True
+                    log.warning("job %s: requeue not finished after %.0fs", jid, now - it.since_s)
+            elif it.phase == "released":
+                if job.state in _RUNNING_STATES or job.state == "SUSPENDED":
+                    if job.restart_cnt >= it.min_restarts:
+                        self._intents.pop(jid)
+                        self._check_placement(jid, it, job, now)
+                elif job.state in _PENDING_STATES and now - it.since_s > self.start_timeout_s:
+                    log.warning(
+                        "job %s released %.0fs ago on %s but still %s (%s); holding it again",
+                        jid,
+                        now - it.since_s,
+                        it.placement,
+                        job.state,
+                        job.reason,
+                    )
+                    self.stats.start_timeouts += 1
+                    self._intents.pop(jid)
+                    hold.append(jid)
+        if run_after:
+            errors = self._execute(run_after)
+            for k, jid in enumerate(after_ids):
+                it = self._intents[jid]
+                if errors.get(k):
+                    log.error("job %s: re-pin after requeue failed: %s", jid, errors[k])
+                    self._intents.pop(jid)
+                else:
+                    it.phase = "released"
+                    it.since_s = now
+        if hold:
+            self._execute([(k, ((Cmd(("scontrol", "hold", j)),),)) for k, j in enumerate(hold)])
+
+    def _check_placement(self, jid: str, it: Intent, job: SlurmJob, now: float) -> None:
+        actual = self._placement_of(job)
+        asked = it.placement
+        if asked is None or actual is None or actual.as_dict == asked.as_dict:
+            return
+        self.mismatches.append(Mismatch(jid, asked, actual, now))
+        if set(actual.nodes) != set(asked.nodes):
+            log.error("job %s runs on %s, asked %s", jid, actual, asked)
+        else:
+            log.info("job %s: Slurm chose GPUs %s (asked %s)", jid, actual, asked)
+
+    # ------------------------------------------------------------------ views
+    @staticmethod
+    def _placement_of(job: SlurmJob) -> Placement | None:
+        slots = job.gpu_slots()
+        return Placement.of(slots) if slots else None
+
+    def _progress(self, jid: str) -> Progress | None:
+        path = self.store.progress_path(jid)
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        cached = self._progress_cache.get(jid)
+        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
+            return cached[2]
+        prog = self.store.read_progress(jid)
+        self._progress_cache[jid] = (st.st_mtime_ns, st.st_size, prog)
+        return prog
+
+    def _build(self, now: float) -> ClusterSnapshot:
+        cluster = self.cluster
+        holders: dict[Slot, list[str]] = {}
+        shard_use: dict[Slot, int] = {}
+        exclusive: set[Slot] = set()
+        # 1. what Slurm says is held (any partition); jobs with an intent are shown as intended
+        for job in self._slurm.values():
+            if not job.holds_resources or job.job_id in self._intents:
+                continue
+            managed = self._managed(job) and job.job_id in self._ledgers
+            owner = job.job_id if managed else FOREIGN
+            for a in job.alloc:
+                for g in a.gpus:
+                    slot = (a.node, g)
+                    holders.setdefault(slot, []).append(owner)
+                    if a.shards:
+                        shard_use[slot] = shard_use.get(slot, 0) + a.shards
+                    else:
+                        exclusive.add(slot)
+        # 2. in-flight intents, remapped to free GPUs where Slurm will put them
+        views: dict[str, JobView] = {}
+        placements: dict[str, Placement | None] = {}
+        for jid, pend in self._intents.items():
+            if pend.phase == "preempting" or pend.placement is None:
+                placements[jid] = None
+                continue
+            p = pend.placement if pend.share else self._remap(pend.placement, holders, cluster)
+            placements[jid] = p
+            if p is None:
+                continue  # shown PENDING: its GPUs are taken after all (see _remap)
+            for slot in p.slots():
+                holders.setdefault(slot, []).append(jid)
+                if pend.share or self._is_shard_job(jid):
+                    shard_use[slot] = shard_use.get(slot, 0) + (
+                        self._shards.share_shards if pend.share else self._shards.start_shards
+                    )
+                else:
+                    exclusive.add(slot)
+        # 3. one view per managed, unfinished, understood job
+        for jid, ledger in self._ledgers.items():
+            sj = self._slurm.get(jid)
+            if sj is None or sj.final or jid in self._done:
+                continue
+            job = sj
+            it = self._intents.get(jid)
+            if it is not None:
+                placement = placements.get(jid)
+                if it.phase == "preempting" or placement is None:
+                    state, placement = JobState.PENDING, None
+                else:
+                    state = JobState.RUNNING
+            elif job.state in _RUNNING_STATES:
+                state, placement = JobState.RUNNING, self._placement_of(job)
+            elif job.state == "SUSPENDED":
+                state, placement = JobState.SUSPENDED, self._placement_of(job)
+            elif job.state in _PENDING_STATES:
+                state, placement = JobState.PENDING, None
+            elif jid in self._views:  # COMPLETING, SIGNALING...: as last seen, until final
+                # Slurm frees a completing job's GPUs at once and may give them to another job:
+                # keep showing the job only while nobody else holds them
+                prev = self._views[jid]
+                state, placement = prev.state, prev.placement
+                slots = list(placement.slots()) if placement is not None else []
+                if any(holders.get(slot) for slot in slots):
+                    continue
+                for slot in slots:
+                    holders[slot] = [jid]
+                    exclusive.add(slot)
+            else:
+                continue
+            if state is not JobState.PENDING and placement is None:
+                continue  # running without GPUs we can see: nothing to decide about
+            spec = ledger.spec
+            executed = ledger.earlier_runs_s + ledger.run_executed_s
+            prog = self._progress(jid)
+            views[jid] = JobView.model_construct(
+                spec=spec,
+                state=state,
+                placement=placement,
+                settings=self._settings.get(jid, JobSettings()),
+                first_start_s=ledger.first_start_s
+                if ledger.first_start_s is not None
+                else (now if state is JobState.RUNNING else None),
+                accounted_at_s=now,
+                executed_s=executed,
+                work_done_s=work_done_s(spec, prog, executed),
+                rate=progress_rate(spec, prog) if state is JobState.RUNNING else 0.0,
+                stall_until_s=0.0,
+                preemptions=max(0, job.restart_cnt - ledger.moves),
+            )
+        order = sorted(
+            views.values(),
+            key=lambda v: (v.spec.submit_time_s, _id_key(v.job_id)),
+        )
+        self._check_overlaps(order)
+        self._views = {v.job_id: v for v in order}
+        self._holders = holders
+        self._shard_use = shard_use
+        self._exclusive = exclusive
+        return ClusterSnapshot.model_construct(
+            now_s=now,
+            cluster=cluster,
+            jobs=tuple(order),
+            known_free_gpus=self._free_map(),
+            known_pending=tuple(v for v in order if v.state is JobState.PENDING),
+        )
+
+    def _check_overlaps(self, views: Sequence[JobView]) -> None:
+        """Log (never raise) when two exclusive jobs claim one GPU in the view: a bug here."""
+        seen: dict[Slot, str] = {}
+        for v in views:
+            if v.placement is None or v.state is JobState.PENDING:
+                continue
+            shard = self._is_shard_job(v.job_id) or (
+                (it := self._intents.get(v.job_id)) is not None and it.share
+            )
+            for slot in v.placement.slots():
+                other = seen.get(slot)
+                if other is not None and not shard:
+                    log.error(
+                        "GPU %s:%d shown for jobs %s and %s (slurm: %s / %s; intents: %s / %s)",
+                        slot[0],
+                        slot[1],
+                        other,
+                        v.job_id,
+                        self._slurm.get(other),
+                        self._slurm.get(v.job_id),
+                        self._intents.get(other),
+                        self._intents.get(v.job_id),
+                    )
+                seen[slot] = v.job_id
+
+    def _free_map(self) -> dict[str, tuple[int, ...]]:
+        avail = {n.name: n.available for n in self._nodes}
+        return {
+            n.name: tuple(g for g in range(n.num_gpus) if (n.name, g) not in self._holders)
+            if avail.get(n.name, False)
+            else ()
+            for n in self.cluster.nodes
+        }
+
+    def _remap(
+        self, asked: Placement, holders: dict[Slot, list[str]], cluster: Cluster
+    ) -> Placement | None:
+        """Where Slurm will put a released job: the asked GPUs if free, else the lowest free;
+        None if a node has not enough free GPUs (the job waits in Slurm)."""
+        out: dict[str, list[int]] = {}
+        for part in asked.parts:
+            node = cluster.by_name.get(part.node)
+            if node is None or all((part.node, g) not in holders for g in part.gpus):
+                out[part.node] = list(part.gpus)
+                continue
+            free = [g for g in range(node.num_gpus) if (part.node, g) not in holders]
+            if len(free) < len(part.gpus):
+                return None  # Slurm cannot start it now: its GPUs are taken after all
+            out[part.node] = free[: len(part.gpus)]
+        return Placement.of(out)
+
+    def _is_shard_job(self, jid: str) -> bool:
+        job = self._slurm.get(jid)
+        return job is not None and job.gpu_request.kind == "shard"
+
+    # ------------------------------------------------------------------ apply: validation
+    def _plan(self, action: Action, now: float) -> Translation:
+        jid = action.job_id
+        view = self._views.get(jid)
+        job = self._slurm.get(jid)
+        if view is None or job is None:
+            raise ActionRejected(f"job {jid} is not active (unknown, not managed or finished)")
+        kind = action.kind
+        state = view.state
+        if kind in ("start", "share"):
+            _require(view, JobState.PENDING, kind)
+            asked: Placement = action.placement  # type: ignore[union-attr]
+            placement = self._check_gpus(view, asked, share=kind == "share", exact=True)
+            if placement != asked:
+                self.mismatches.append(Mismatch(jid, asked, placement, now))
+                log.info("job %s: Slurm will put the shard on %s (asked %s)", jid, placement, asked)
+            ctx = JobContext(
+                jid,
+                self._request(job, view.spec),
+                held=job.held,
+                active=False,
+                node_count=job.node_count,
+                tres_per_node=job.tres_per_node,
+                tres_per_job=job.tres_per_job,
+                begin_now=job.restart_cnt > 0 or job.eligible_time_s > now or not job.held,
+            )
+            if kind == "share" and not any(self._holders.get(x) for x in placement.slots()):
+                # nobody to share with: start it like a Start, so it takes a whole GPU's shards
+                action = Start(job_id=jid, placement=asked, settings=action.settings)  # type: ignore[union-attr]
+            it = self._intents.get(jid)
+            if job.state not in _PENDING_STATES:
+                if it is None or it.phase != "preempting":
+                    raise ActionRejected(
+                        f"job {jid} is still {job.state} in Slurm (requeue in progress); retry"
+                    )
+                # preempted (maybe in this very call) and not requeued yet: re-pin once it is
+                ctx = JobContext(jid, ctx.request, held=True, active=False)  # every field
+                tr = translate(action, ctx, self._shards)
+                return replace(tr, stages=(), after_requeue=tr.stages, expect_placement=placement)
+            return replace(translate(action, ctx, self._shards), expect_placement=placement)
+        elif kind == "suspend":
+            _require(view, JobState.RUNNING, kind)
+            if jid in self._intents:
+                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+        elif kind == "resume":
+            _require(view, JobState.SUSPENDED, kind)
+        elif kind == "preempt":
+            if state not in (JobState.RUNNING, JobState.SUSPENDED):
+                raise ActionRejected(f"cannot preempt job {jid} in state {state}")
+            it = self._intents.get(jid)
+            if it is not None and it.phase == "released" and job.state in _PENDING_STATES:
+                # released but not started yet: take the start back (hold it) instead
+                return Translation(
+                    "preempt",
+                    jid,
+                    ((Cmd(("scontrol", "hold", jid)),),),
+                    expect_state="pending",
+                    notes=(UNSTART,),
+                )
+            if it is not None:
+                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+        elif kind == "migrate":
+            _require(view, JobState.RUNNING, kind)
+            if jid in self._intents:
+                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+            self._check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
+        elif kind == "reconfigure":
+            if state is JobState.SUSPENDED:
+                raise ActionRejected(f"cannot reconfigure suspended job {jid}; resume first")
+            if jid in self._intents:
+                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+            self._check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
+        ctx = JobContext(
+            job_id=jid,
+            request=self._request(job, view.spec),
+            held=job.held,
+            active=state is not JobState.PENDING,
+        )
+        return translate(action, ctx, self._shards)
+
+    @staticmethod
+    def _request(job: SlurmJob, spec: JobSpec) -> GpuRequest:
+        req = job.gpu_request
+        if req.kind is None:  # GRES cleared by an earlier, interrupted re-pin
+            return GpuRequest(kind="gpu", gpu_type=spec.gpu_type, form="none")
+        return req
+
+    def _check_gpus(self, view: JobView, p: Placement, *, share: bool, exact: bool) -> Placement:
+        """Check a placement against the current view; returns where the job will be (for a
+        Share: the GPU Slurm will pick, when that is another GPU the job can share)."""
+        jid = view.job_id
+        spec = view.spec
+        if exact and p.num_gpus != spec.num_gpus:
+            raise ActionRejected(
+                f"job {jid} asks for {spec.num_gpus} GPU(s), placement has {p.num_gpus}"
+            )
+        cluster = self.cluster
+        avail = {n.name: n.available for n in self._nodes}
+        own = set(view.placement.slots()) if view.placement is not None else set()
+        out: dict[str, list[int]] = {}
+        for part in p.parts:
+            node = cluster.by_name.get(part.node)
+            if node is None:
+                raise ActionRejected(f"unknown node {part.node!r}")
+            if not avail.get(node.name, False):
+                raise ActionRejected(f"node {node.name} is not available for new jobs")
+            if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
+                raise ActionRejected(
+                    f"job {jid} needs {spec.gpu_type} GPUs, node {node.name} has {node.gpu_type}"
+                )
+            out[node.name] = list(part.gpus)
+            for g in part.gpus:
+                if g >= node.num_gpus:
+                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
+                slot = (node.name, g)
+                if slot in own:
+                    continue
+                holders = self._holders.get(slot, [])
+                if holders and not share:
+                    raise ActionRejected(
+                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
+                        "use Share to co-locate"
+                    )
+            if not share or not self._holders.get((node.name, part.gpus[0])):
+                self._check_slurm_view(jid, node.name, part.gpus, own)
+            if share:
+                if len(part.gpus) != 1:
+                    raise ActionRejected(
+                        f"Slurm 22.05 shares one GPU per node; {node.name} has {len(part.gpus)}"
+                    )
+                slot = (node.name, part.gpus[0])
+                if self._holders.get(slot):  # joining someone (a Share on a free GPU = Start)
+                    out[node.name] = [self._check_share(jid, slot)]
+        return Placement.of(out)
+
+    def _check_slurm_view(self, jid: str, node: str, gpus: Sequence[int], own: set[Slot]) -> None:
+        """Refuse a start that Slurm would put on a GPU it wrongly counts as free.
+
+        Slurm 22.05.8 drops a GPU's shard usage when one of the shard jobs sharing it ends,
+        although another one still runs there (``sinfo`` then shows ``shard:...:0(IDX:N/A)``);
+        it would then give that GPU to the next job (double booking, seen in the tests). Slurm
+        picks the lowest indices it thinks free, so predict that and check it against what the
+        jobs really hold.
+        """
+        if not self._slurm_view_shards:
+            return
+        snode = next((n for n in self._nodes if n.name == node), None)
+        if snode is None:
+            return
+        slurm_used = set(snode.used_gpus)
+        for (n, g), hs in self._holders.items():  # what this backend started since (intents)
+            if n == node and any(h in self._intents for h in hs):
+                slurm_used.add(g)
+        free = [g for g in range(snode.num_gpus) if g not in slurm_used]
+        for g in free[: len(gpus)]:
+            holders = [h for h in self._holders.get((node, g), []) if (node, g) not in own]
+            if holders:
+                raise ActionRejected(
+                    f"Slurm counts GPU {node}:{g} as free although {','.join(holders)} still "
+                    "holds it (Slurm 22.05 loses shard usage when a co-located shard job ends); "
+                    f"job {jid} would be put there"
+                )
+
+    def _check_share(self, jid: str, slot: Slot) -> int:
+        """The GPU index on ``slot``'s node where Slurm will put a sharing (1-shard) job."""
+        node, g = slot
+        holders = self._holders.get(slot, [])
+        self._shareable(jid, slot, holders)
+        spg = self._shards.shards_per_gpu
+        need = self._shards.share_shards
+        # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
+        for idx in range(self.cluster.by_name[node].num_gpus):
+            s = (node, idx)
+            if s in self._exclusive or spg - self._shard_use.get(s, 0) < need:
+                continue
+            if idx == g:
+                return g
+            other = self._holders.get(s, [])
+            if not other:
+                raise ActionRejected(
+                    f"Slurm would put job {jid}'s shard on the empty GPU {node}:{idx}, not "
+                    f"{node}:{g} (22.05 picks the lowest GPU with a free shard)"
+                )
+            self._shareable(jid, s, other)
+            return idx  # another GPU with room for one more job: shared there instead
+        raise ActionRejected(f"no free shard on GPU {node}:{g}")
+
+    def _shareable(self, jid: str, slot: Slot, holders: list[str]) -> None:
+        node, g = slot
+        if len(holders) >= self.max_jobs_per_gpu:
+            raise ActionRejected(
+                f"GPU {node}:{g} already holds {len(holders)} job(s) (max {self.max_jobs_per_gpu})"
+            )
+        if slot in self._exclusive or FOREIGN in holders:
+            raise ActionRejected(
+                f"GPU {node}:{g} is held with exclusive gpu GRES (or by a job of another "
+                "partition); Slurm 22.05 can only co-locate shard jobs"
+            )
+
+    # ------------------------------------------------------------------ apply: bookkeeping
+    def _reserve(self, action: Action, tr: Translation, now: float) -> None:
+        """Show an accepted action in the current view and the intents (undone on failure)."""
+        jid = action.job_id
+        job = self._slurm[jid]
+        view = self._views[jid]
+        kind = tr.kind  # a Share on free GPUs is carried out as a Start
+        if kind in ("start", "share") and tr.after_requeue:
+            prev = self._intents.get(jid)
+            self._intents[jid] = Intent(
+                jid,
+                kind,
+                "requeueing",
+                tr.expect_placement,
+                now,
+                prev.min_restarts if prev is not None else job.restart_cnt + 1,
+                tr.after_requeue,
+                share=kind == "share",
+            )
+            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=kind == "share")
+        elif kind in ("start", "share") or (
+            kind in ("migrate", "reconfigure") and not tr.after_requeue
+        ):
+            it = Intent(
+                jid,
+                kind,
+                "released",
+                tr.expect_placement,
+                now,
+                min_restarts=job.restart_cnt,
+                share=kind == "share",
+            )
+            self._intents[jid] = it
+            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=it.share)
+        elif kind in ("migrate", "reconfigure"):
+            self._intents[jid] = Intent(
+                jid,
+                kind,
+                "requeueing",
+                tr.expect_placement,
+                now,
+                job.restart_cnt + 1,
+                tr.after_requeue,
+            )
+            self._set_view(view, JobState.RUNNING, tr.expect_placement, now)
+        elif kind == "preempt" and UNSTART in tr.notes:
+            self._intents.pop(jid, None)
+            self._set_view(view, JobState.PENDING, None, now)
+        elif kind == "preempt":
+            self._intents[jid] = Intent(jid, kind, "preempting", None, now, job.restart_cnt + 1)
+            self._set_view(view, JobState.PENDING, None, now)
+        elif kind == "suspend":
+            self._set_view(view, JobState.SUSPENDED, view.placement, now)
+        elif kind == "resume":
+            self._set_view(view, JobState.RUNNING, view.placement, now)
+
+    def _finalize(self, action: Action, tr: Translation, now: float) -> None:
+        """Bookkeeping of an action Slurm accepted."""
+        jid = action.job_id
+        job = self._slurm[jid]
+        kind = tr.kind  # a Share on free GPUs is carried out as a Start
+        if kind in ("start", "share", "reconfigure") and tr.settings is not None:
+            self._settings[jid] = tr.settings
+            self._views[jid] = self._views[jid].model_copy(update={"settings": tr.settings})
+        if kind == "preempt" and UNSTART not in tr.notes:
+            self._fold_run(jid, job, now)
+        elif kind in ("migrate", "reconfigure") and tr.after_requeue:
+            self._fold_run(jid, job, now, move=True)
+
+    def _rollback(self, undo: _Undo, now: float) -> None:
+        """Slurm refused an action: put the job's view and intent back as they were."""
+        jid = undo.job_id
+        current = self._views[jid]
+        old = undo.view
+        self._set_view(current, old.state, old.placement, now)
+        self._views[jid] = old
+        if undo.intent is None:
+            self._intents.pop(jid, None)
+        else:
+            self._intents[jid] = undo.intent
+
+    def _fold_run(self, jid: str, job: SlurmJob, now: float, move: bool = False) -> None:
+        """Before a requeue: record how long the current run ran (Slurm forgets it), and count
+        moves (Migrate/Reconfigure), which Slurm counts as restarts but are no preemptions."""
+        ledger = self._ledgers.get(jid)
+        if ledger is None:
+            return
+        if job.holds_resources:
+            ledger, _ = self._with_run(ledger, job, now)
+        if move:
+            ledger = replace(ledger, moves=ledger.moves + 1)
+        self._save_ledger(jid, ledger)
+
+    def _set_view(
+        self,
+        view: JobView,
+        state: JobState,
+        placement: Placement | None,
+        now: float,
+        share: bool = False,
+    ) -> None:
+        jid = view.job_id
+        old = view.placement if view.state is not JobState.PENDING else None
+        if old is not None:
+            for slot in old.slots():
+                hs = self._holders.get(slot, [])
+                if jid in hs:
+                    hs.remove(jid)
+                    if not hs:
+                        self._holders.pop(slot, None)
+                        self._exclusive.discard(slot)
+                        self._shard_use.pop(slot, None)
+        if placement is not None and state is not JobState.PENDING:
+            shard_job = share or self._is_shard_job(jid)
+            for slot in placement.slots():
+                self._holders.setdefault(slot, []).append(jid)
+                if shard_job:
+                    n = self._shards.share_shards if share else self._shards.start_shards
+                    self._shard_use[slot] = self._shard_use.get(slot, 0) + n
+                else:
+                    self._exclusive.add(slot)
+        self._views[jid] = view.model_copy(
+            update={
+                "state": state,
+                "placement": placement if state is not JobState.PENDING else None,
+                "accounted_at_s": now,
+                "settings": self._settings.get(jid, view.settings),
+                "first_start_s": view.first_start_s
+                if view.first_start_s is not None or state is not JobState.RUNNING
+                else now,
+            }
+        )
+
+    # ------------------------------------------------------------------ apply: execution
+    def _execute(self, items: Sequence[tuple[int, tuple[Stage, ...]]]) -> dict[int, str | None]:
+        """Run stage ``s`` of every item as one batch, for s = 0, 1, ...; returns the first
+        error per item (None = all its commands succeeded)."""
+        errors: dict[int, str | None] = {i: None for i, _ in items}
+        depth = max((len(st) for _, st in items), default=0)
+        for s in range(depth):
+            batch: list[tuple[int, Cmd]] = []
+            for i, stages in items:
+                if errors[i] is not None or s >= len(stages):
+                    continue
+                for cmd in stages[s]:
+                    if cmd.is_scontrol:
+                        batch.append((i, cmd))
+                    else:
+                        self.stats.commands += 1
+                        res = self.runner.run_unchecked(list(cmd.argv))
+                        if not res.ok and not cmd.optional:
+                            errors[i] = f"{res.line}: {(res.stderr or res.stdout).strip()}"
+            if not batch:
+                continue
+            self.stats.batches += 1
+            self.stats.commands += len(batch)
+            out = self.runner.run_scontrol_batch([c.argv[1:] for _, c in batch])
+            for (i, cmd), res in zip(batch, out, strict=True):
+                if not res.ok and not cmd.optional and errors[i] is None:
+                    errors[i] = f"{res.line}: {res.stderr.strip()}"
+        return errors
+
+    # ------------------------------------------------------------------ settings files
+    def _write_settings(self, action: Action, tr: Translation) -> None:
+        """Write the job's settings file before Slurm (re)starts it."""
+        if tr.expect_placement is None:
+            return
+        view = self._views[action.job_id]
+        settings = tr.settings if tr.settings is not None else view.settings
+        shares = tuple(getattr(action, "with_jobs", ()))
+        try:
+            self.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
+        except OSError as exc:
+            log.warning("cannot write settings of job %s: %s", action.job_id, exc)
+
+
+@dataclass(frozen=True)
+class _Undo:
+    job_id: str
+    view: JobView
+    intent: Intent | None
+
+
+class _Unmanageable(Exception):
+    """Internal: a job the scheduler cannot understand (left to Slurm)."""
+
+
+def _require(view: JobView, state: JobState, kind: str) -> None:
+    if view.state is not state:
+        raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    return (int(job_id), "") if job_id.isdigit() else (1 << 62, job_id)

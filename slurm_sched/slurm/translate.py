@@ -1,0 +1,281 @@
+"""Pure translation of actions into Slurm 22.05 command lines.
+
+Each action becomes a :class:`Translation`: *stages* of commands to run now (stage ``i`` of all
+actions of one ``apply`` call runs as one ``scontrol`` batch; an action whose command fails in a
+stage runs none of its later stages), and *after-requeue* stages that the backend runs once
+Slurm shows the requeued job PENDING again (a pin issued while the job is still COMPLETING is
+overwritten by Slurm's requeue handling, which also sets ``EligibleTime = now + ~121 s``).
+
+Mapping (checked on the mini cluster; ``X`` is the job id):
+
+==============  ===============================================================================
+Start           ``[hold X]`` (only if Slurm shows it pending but not held) ->
+                ``[update JobId=X TresPerJob=]`` (only when switching per-job <-> per-node GRES)
+                -> ``update JobId=X NodeList=n1,n2 NumNodes=2-2 StartTime=now``
+                ``TresPerNode=gres:gpu:k``
+                (``TresPerJob=gres:gpu:N`` when the per-node counts differ; fields that would
+                not change are left out) -> ``release X``
+Share           as Start, with ``TresPerNode=gres:shard[:type]:1``
+Suspend         ``suspend X``
+Resume          ``resume X``
+Preempt         ``scancel --batch --signal=USR1 X`` (checkpoint warning, failure ignored) ->
+                ``requeuehold X`` (SIGTERM, KillWait, back to PENDING held; plain ``requeue``
+                would restart by itself after ~2 min)
+Migrate         ``requeuehold X``; after requeue: the Start pin (``StartTime=now``) + ``release``
+Reconfigure     settings file written by the backend, then as Migrate with the new GPU counts plus
+                ``NumCPUs=`` / ``MinMemoryNode=`` (as Start when the job is pending)
+==============  ===============================================================================
+
+GRES rules on 22.05 (found by experiment, see docs/slurm-backend.md):
+
+- the GRES *kind* of a job is fixed once it has one: ``gpu`` <-> ``shard`` updates are rejected
+  (``Invalid generic resource (gres) specification``), even after clearing; a job submitted
+  without GRES may get either;
+- typed <-> untyped changes need a clearing update first; we keep the job's own typedness;
+- a shard job gets all its shards from ONE GPU per node (Slurm picks the lowest index with
+  enough free shards), so shard jobs hold exactly one GPU per node;
+- ``NumNodes=n-n`` (min and max): a job submitted with ``-N 1`` refuses ``NumNodes=2``
+  (``Node count specification invalid``) but accepts ``NumNodes=2-2``;
+- ``TresPerNode`` gives every node the same count; non-uniform placements use ``TresPerJob``
+  and Slurm splits the total (lowest-numbered nodes filled first).
+
+Shard counts: with ``S`` shards per GPU and at most ``C`` jobs per GPU, a started shard job takes
+``S - (C - 1)`` shards and a sharing job takes 1. A started job therefore never fits on a GPU
+that already has a job (at most ``C - 1`` shards left there, fewer than it needs when
+``S > 2 (C - 1)``), and at most ``C`` jobs share a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from slurm_sched.errors import SlurmSchedError
+from slurm_sched.model import (
+    Action,
+    JobSettings,
+    Migrate,
+    Placement,
+    Preempt,
+    Reconfigure,
+    Resume,
+    Share,
+    Start,
+    Suspend,
+)
+from slurm_sched.slurm.parse import GpuRequest
+
+CHECKPOINT_SIGNAL = "USR1"
+
+
+class TranslateError(SlurmSchedError):
+    """An action that cannot be expressed on this Slurm (reported as a failed ActionResult)."""
+
+
+@dataclass(frozen=True)
+class Cmd:
+    """One command line. ``optional``: its failure does not stop the action."""
+
+    argv: tuple[str, ...]
+    optional: bool = False
+
+    @property
+    def is_scontrol(self) -> bool:
+        return self.argv[0] == "scontrol"
+
+    def text(self) -> str:
+        return " ".join(self.argv)
+
+
+Stage = tuple[Cmd, ...]
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What translation needs to know about the job as Slurm has it now."""
+
+    job_id: str
+    request: GpuRequest
+    held: bool = True
+    active: bool = False  # running or suspended (needs a requeue before a re-pin)
+    #: what Slurm has now; a pin leaves out fields that would not change (each field of an
+    #: update costs slurmctld time: NodeList and NumNodes several ms each on a busy 2-core VM).
+    #: None / True = unknown: always set.
+    node_count: int | None = None
+    tres_per_node: str | None = None
+    tres_per_job: str | None = None
+    begin_now: bool = True  # StartTime=now: needed after a requeue (EligibleTime ~121 s ahead)
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    shards_per_gpu: int = 0
+    max_jobs_per_gpu: int = 1
+
+    @property
+    def start_shards(self) -> int:
+        return max(1, self.shards_per_gpu - (self.max_jobs_per_gpu - 1))
+
+    @property
+    def share_shards(self) -> int:
+        return 1
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The commands for one action and the state they lead to."""
+
+    kind: str
+    job_id: str
+    stages: tuple[Stage, ...]
+    after_requeue: tuple[Stage, ...] = ()
+    expect_state: str = "running"  # running | pending | suspended
+    expect_placement: Placement | None = None
+    settings: JobSettings | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def commands(self) -> list[Cmd]:
+        return [c for st in (*self.stages, *self.after_requeue) for c in st]
+
+
+def _sc(*argv: str) -> Cmd:
+    return Cmd(("scontrol", *argv))
+
+
+def gres_fields(
+    placement: Placement, request: GpuRequest, *, share: bool, shards: ShardConfig
+) -> tuple[list[str], list[str]]:
+    """(fields to clear first, fields of the pin update) for the job's GRES on ``placement``."""
+    counts = [len(p.gpus) for p in placement.parts]
+    typ = f"{request.gpu_type}:" if request.gpu_type else ""
+    if request.kind == "shard" or (request.kind is None and share):
+        if any(c != 1 for c in counts):
+            raise TranslateError(
+                f"job {'asks for shards' if request.kind == 'shard' else 'would share'}: Slurm "
+                "22.05 gives a shard job one GPU per node, placement has "
+                f"{max(counts)} on a node"
+            )
+        if shards.shards_per_gpu <= 0:
+            raise TranslateError("the cluster has no gres/shard configured")
+        n = shards.share_shards if share else shards.start_shards
+        clear = ["TresPerJob="] if request.form == "job" else []
+        return clear, [f"TresPerNode=gres:shard:{typ}{n}"]
+    if share:
+        raise TranslateError(
+            "job holds exclusive gpu GRES; Slurm 22.05 cannot change a gpu job to shards "
+            "(submit jobs that may share with --gres=shard:1)"
+        )
+    if len(set(counts)) == 1:
+        clear = ["TresPerJob="] if request.form == "job" else []
+        return clear, [f"TresPerNode=gres:gpu:{typ}{counts[0]}"]
+    clear = ["TresPerNode="] if request.form == "node" else []
+    return clear, [f"TresPerJob=gres:gpu:{typ}{sum(counts)}"]
+
+
+def pin_stages(
+    ctx: JobContext,
+    placement: Placement,
+    *,
+    share: bool,
+    shards: ShardConfig,
+    settings: JobSettings | None = None,
+) -> tuple[Stage, ...]:
+    """hold (if needed), clear (if needed), pin, release."""
+    jid = ctx.job_id
+    clear, gres = gres_fields(placement, ctx.request, share=share, shards=shards)
+    nodes = placement.nodes
+    pin = ["update", f"JobId={jid}", f"NodeList={','.join(nodes)}"]
+    if ctx.node_count != len(nodes):
+        pin.append(f"NumNodes={len(nodes)}-{len(nodes)}")
+    if ctx.begin_now:
+        pin.append("StartTime=now")
+    current = {"TresPerNode": ctx.tres_per_node, "TresPerJob": ctx.tres_per_job}
+    for item in gres:
+        name, _, value = item.partition("=")
+        if clear or current.get(name) != value:
+            pin.append(item)
+    if settings is not None and settings.cpus is not None:
+        pin.append(f"NumCPUs={settings.cpus}")
+    if settings is not None and settings.mem_gb is not None:
+        pin.append(f"MinMemoryNode={math.ceil(settings.mem_gb * 1024 / len(nodes))}")
+    stages: list[Stage] = []
+    if not ctx.held:
+        stages.append((_sc("hold", jid),))
+    if clear:
+        stages.append((_sc("update", f"JobId={jid}", *clear),))
+    stages.append((_sc(*pin),))
+    stages.append((_sc("release", jid),))
+    return tuple(stages)
+
+
+def translate(action: Action, ctx: JobContext, shards: ShardConfig) -> Translation:
+    """The commands realising ``action`` for the job described by ``ctx``.
+
+    Raises:
+        TranslateError: the action cannot be expressed on Slurm 22.05 (e.g. sharing a gpu job).
+    """
+    jid = ctx.job_id
+    if isinstance(action, Start | Share):
+        share = isinstance(action, Share)
+        return Translation(
+            kind=action.kind,
+            job_id=jid,
+            stages=pin_stages(ctx, action.placement, share=share, shards=shards),
+            expect_placement=action.placement,
+            settings=action.settings,
+        )
+    if isinstance(action, Suspend):
+        return Translation("suspend", jid, ((_sc("suspend", jid),),), expect_state="suspended")
+    if isinstance(action, Resume):
+        return Translation("resume", jid, ((_sc("resume", jid),),))
+    if isinstance(action, Preempt):
+        signal = Cmd(("scancel", "--batch", f"--signal={CHECKPOINT_SIGNAL}", jid), optional=True)
+        return Translation(
+            "preempt", jid, ((signal,), (_sc("requeuehold", jid),)), expect_state="pending"
+        )
+    if isinstance(action, Migrate | Reconfigure):
+        settings = action.settings if isinstance(action, Reconfigure) else None
+        after = pin_stages(
+            JobContext(jid, ctx.request, held=True),  # after a requeue: set every field
+            action.placement,
+            share=False,
+            shards=shards,
+            settings=settings,
+        )
+        if not ctx.active:  # a pending job: pin it now, like Start
+            return Translation(
+                action.kind,
+                jid,
+                pin_stages(ctx, action.placement, share=False, shards=shards, settings=settings),
+                expect_placement=action.placement,
+                settings=settings,
+            )
+        return Translation(
+            action.kind,
+            jid,
+            ((_sc("requeuehold", jid),),),
+            after_requeue=after,
+            expect_placement=action.placement,
+            settings=settings,
+        )
+    raise TranslateError(f"unknown action kind {action.kind!r}")
+
+
+def render(actions: Sequence[tuple[Action, Translation]]) -> str:
+    """Readable text of translations (the golden-file format)."""
+    lines: list[str] = []
+    for action, tr in actions:
+        head = f"# {action.kind} job {action.job_id}"
+        placement = getattr(action, "placement", None)
+        if placement is not None:
+            head += f" on {placement}"
+        lines.append(head + f" -> expect {tr.expect_state}")
+        for i, st in enumerate(tr.stages):
+            for c in st:
+                lines.append(f"[{i}] {c.text()}{'  (optional)' if c.optional else ''}")
+        for i, st in enumerate(tr.after_requeue):
+            for c in st:
+                lines.append(f"[requeued {i}] {c.text()}")
+        lines.append("")
+    return "\n".join(lines)

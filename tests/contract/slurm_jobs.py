@@ -1,0 +1,147 @@
+"""Helpers for tests that run ``checkpointed_sleep`` jobs on the real mini cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.cluster import MiniCluster
+
+REPO = Path(__file__).resolve().parents[2]
+JOB_SCRIPT = REPO / "sbatch_templates" / "checkpointed_sleep.sh"
+#: one "iteration" of a test job, seconds
+STEP_S = 0.25
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class JobDef:
+    """A test job: ``gpus`` GPUs (``shard``: one shard-GRES GPU) for ``duration_s`` seconds."""
+
+    gpus: int
+    duration_s: float
+    gpu_type: str | None = None
+    shard: bool = False
+
+
+def submit_sleep_job(
+    cluster: MiniCluster,
+    backend: SlurmBackend,
+    d: JobDef,
+    out_dir: Path,
+    *,
+    step_s: float = STEP_S,
+    extra_hints: dict[str, object] | None = None,
+) -> str:
+    """sbatch one held ``checkpointed_sleep`` job with hints; returns its id."""
+    iterations = max(1, round(d.duration_s / step_s))
+    hints: dict[str, object] = {"v": 1, "iterations": iterations, "duration_s": d.duration_s}
+    hints.update(extra_hints or {})
+    per_node, nodes = gres_shape(d.gpus)
+    typ = f"{d.gpu_type}:" if d.gpu_type else ""
+    gres = f"--gres=shard:{typ}1" if d.shard else f"--gres=gpu:{typ}{per_node}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "sbatch",
+        "--parsable",
+        "-p",
+        backend_partition(backend),
+        "-N",
+        str(nodes),
+        gres,
+        "-t",
+        "10",
+        "-o",
+        str(out_dir / "%j.out"),
+        "--open-mode=append",
+        f"--export=ALL,SLURM_SCHED_SETTINGS_DIR={backend.store.directory}",
+        f"--comment={json.dumps(hints, separators=(',', ':'))}",
+        str(JOB_SCRIPT),
+        str(iterations),
+        str(step_s),
+    ]
+    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True)
+    return proc.stdout.strip().split(";")[0]
+
+
+def gres_shape(gpus: int, per_node_max: int = 4) -> tuple[int, int]:
+    """(GPUs per node, nodes) of a job of ``gpus`` GPUs on 4-GPU nodes."""
+    nodes = -(-gpus // per_node_max)
+    if gpus % nodes:
+        raise ValueError(f"{gpus} GPUs cannot be split evenly over {nodes} nodes")
+    return gpus // nodes, nodes
+
+
+def backend_partition(backend: SlurmBackend) -> str:
+    return sorted(backend.partitions)[0]
+
+
+def cancel_and_wait(cluster: MiniCluster, job_ids: Sequence[str], timeout_s: float = 15) -> None:
+    """scancel the jobs and wait until none of them holds resources any more."""
+    if not job_ids:
+        return
+    subprocess.run(["scancel", *job_ids], env=cluster.env, capture_output=True, check=False)
+    end = time.monotonic() + timeout_s
+    wanted = set(job_ids)
+    while time.monotonic() < end:
+        out = subprocess.run(
+            ["squeue", "--json"], env=cluster.env, capture_output=True, text=True, check=False
+        ).stdout
+        try:
+            jobs = json.loads(out).get("jobs", [])
+        except ValueError:
+            jobs = []
+        busy = [
+            j
+            for j in jobs
+            if str(j["job_id"]) in wanted
+            and j["job_state"] in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
+        ]
+        if not busy:
+            return
+        time.sleep(0.1)
+
+
+def squeue_jobs(cluster: MiniCluster) -> dict[str, dict[str, object]]:
+    """Every job of ``squeue --json``, raw, by id."""
+    out = subprocess.run(
+        ["squeue", "--json"], env=cluster.env, capture_output=True, text=True, check=True
+    ).stdout
+    return {str(j["job_id"]): j for j in json.loads(out)["jobs"]}
+
+
+_LOG = re.compile(r"\[ckpt-sleep (?P<job>\S+) [^\]]*\] (?P<what>\w+) ?(?P<rest>.*)$")
+
+
+def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
+    """The ``checkpointed_sleep`` log lines of a job: (event, {key: value}) in order."""
+    path = out_dir / f"{job_id}.out"
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        m = _LOG.match(line)
+        if not m:
+            continue
+        fields = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)
+        events.append((m["what"], fields))
+    return events
+
+
+def wait_for(cond: Callable[[], T], timeout_s: float, what: str, step_s: float = 0.2) -> T:
+    """Poll ``cond()`` until it returns a truthy value; raise AssertionError on timeout."""
+    end = time.monotonic() + timeout_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(step_s)

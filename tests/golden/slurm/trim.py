@@ -1,0 +1,97 @@
+"""Trim raw ``squeue --json`` / ``sinfo --json`` output to the keys the parser reads.
+
+Recorded from the mini cluster (``slurm_sched/slurm/cluster.sh``, Slurm 22.05.8)::
+
+    source /tmp/slurm-sched-cluster/env.sh
+    squeue --json > /tmp/squeue.json && sinfo --json > /tmp/sinfo.json
+    python tests/golden/slurm/trim.py /tmp/squeue.json > tests/golden/slurm/squeue_mixed.json
+    python tests/golden/slurm/trim.py /tmp/sinfo.json > tests/golden/slurm/sinfo.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+JOB_KEYS = (
+    "job_id",
+    "name",
+    "job_state",
+    "state_reason",
+    "state_description",
+    "priority",
+    "partition",
+    "nodes",
+    "node_count",
+    "required_nodes",
+    "excluded_nodes",
+    "features",
+    "comment",
+    "admin_comment",
+    "account",
+    "user_name",
+    "user_id",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "eligible_time",
+    "suspend_time",
+    "pre_sus_time",
+    "time_limit",
+    "time_minimum",
+    "restart_cnt",
+    "tres_per_node",
+    "tres_per_job",
+    "tres_per_task",
+    "tres_per_socket",
+    "gres_detail",
+    "cpus",
+    "memory_per_cpu",
+    "memory_per_node",
+    "exit_code",
+    "batch_flag",
+    "flags",
+    "job_resources",
+)
+NODE_KEYS = (
+    "name",
+    "state",
+    "state_flags",
+    "reason",
+    "partitions",
+    "cpus",
+    "alloc_cpus",
+    "real_memory",
+    "alloc_memory",
+    "gres",
+    "gres_used",
+    "features",
+    "active_features",
+)
+
+
+def trim(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"meta": data.get("meta", {}), "errors": data.get("errors", [])}
+    if "jobs" in data:
+        jobs = []
+        for j in data["jobs"]:
+            t = {k: j[k] for k in JOB_KEYS if k in j}
+            res = t.get("job_resources")
+            if res:
+                t["job_resources"] = {
+                    "nodes": res.get("nodes"),
+                    "allocated_nodes": [
+                        {"nodename": n.get("nodename")} for n in res.get("allocated_nodes", [])
+                    ],
+                }
+            jobs.append(t)
+        out["jobs"] = jobs
+    if "nodes" in data:
+        out["nodes"] = [{k: n[k] for k in NODE_KEYS if k in n} for n in data["nodes"]]
+    return out
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(json.dumps(trim(json.load(f)), indent=1))

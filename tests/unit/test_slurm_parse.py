@@ -1,0 +1,223 @@
+"""Parsing Slurm 22.05 JSON (recorded on the mini cluster: ``tests/golden/slurm/``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
+from slurm_sched.slurm.parse import (
+    GpuRequest,
+    NodeAlloc,
+    SlurmJsonError,
+    cluster_from_nodes,
+    expand_hostlist,
+    parse_gpu_request,
+    parse_gres,
+    parse_gres_detail,
+    parse_index_list,
+    parse_sinfo,
+    parse_squeue,
+)
+from slurm_sched.slurm.runner import CommandResult, CommandRunner, _attribute
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((GOLDEN / name).read_text())
+
+
+# ---------------------------------------------------------------------- small grammars
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a100-[1-2],v100-1", ["a100-1", "a100-2", "v100-1"]),
+        ("n[01-03,7]", ["n01", "n02", "n03", "n7"]),
+        ("v100-[1-2]", ["v100-1", "v100-2"]),
+        ("solo", ["solo"]),
+        ("", []),
+    ],
+)
+def test_expand_hostlist(text: str, expected: list[str]) -> None:
+    assert expand_hostlist(text) == expected
+
+
+def test_index_lists() -> None:
+    assert parse_index_list("0-1,3") == (0, 1, 3)
+    assert parse_index_list("N/A") == ()
+    assert parse_index_list("") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "type_", "count", "indices"),
+    [
+        ("gpu:a100:4", "gpu", "a100", 4, None),
+        ("gpu:a100:4(S:0)", "gpu", "a100", 4, None),
+        ("gres:gpu:2", "gpu", None, 2, None),
+        ("gres/gpu:2", "gpu", None, 2, None),
+        ("shard:a100:3(IDX:0)", "shard", "a100", 3, (0,)),
+        ("gpu:a100:0(IDX:)", "gpu", "a100", 0, ()),
+        ("gpu:v100:4(IDX:0-3)", "gpu", "v100", 4, (0, 1, 2, 3)),
+        ("gpu", "gpu", None, 1, None),
+    ],
+)
+def test_gres_items(
+    text: str, name: str, type_: str | None, count: int, indices: tuple[int, ...] | None
+) -> None:
+    [item] = parse_gres(text)
+    assert (item.name, item.type, item.count, item.indices) == (name, type_, count, indices)
+
+
+def test_gres_lists_and_bad_items() -> None:
+    items = parse_gres("gpu:a100:2(IDX:0,2),foo:1")
+    assert [(i.name, i.count, i.indices) for i in items] == [("gpu", 2, (0, 2)), ("foo", 1, None)]
+    assert parse_gres("(null)") == []
+    with pytest.raises(ValueError, match="cannot parse"):
+        parse_gres("gpu:a100:2:extra:junk!")
+
+
+def test_gpu_requests() -> None:
+    assert parse_gpu_request("gres:gpu:a100:2") == GpuRequest("gpu", "a100", 2, None, "node")
+    assert parse_gpu_request("", "gres:gpu:5") == GpuRequest("gpu", None, None, 5, "job")
+    shard = parse_gpu_request("gres:shard:3")
+    assert shard.kind == "shard" and shard.total(node_count=1) == 1
+    assert parse_gpu_request("gres:gpu:2").total(node_count=2) == 4
+    assert parse_gpu_request("gres:foo:1").other == ("foo:1",)
+    assert parse_gpu_request("", "", "gres:gpu:1").other == ("gpu:1 per task",)
+    assert parse_gpu_request("").total(3) == 0
+
+
+def test_gres_detail_pairs_entries_with_nodes_in_order() -> None:
+    alloc = parse_gres_detail(["v100-1", "v100-2"], ["gpu:v100:4(IDX:0-3)", "gpu:v100:1(IDX:0)"])
+    assert alloc == (
+        NodeAlloc("v100-1", (0, 1, 2, 3)),
+        NodeAlloc("v100-2", (0,)),
+    )
+    assert parse_gres_detail(["a100-2"], ["shard:a100:3(IDX:0)"]) == (NodeAlloc("a100-2", (0,), 3),)
+
+
+# ---------------------------------------------------------------------- sinfo
+def test_sinfo_nodes_and_cluster() -> None:
+    nodes = parse_sinfo(load("sinfo.json"))
+    assert [n.name for n in nodes] == ["a100-1", "a100-2", "v100-1", "v100-2"]
+    a = nodes[0]
+    assert (a.num_gpus, a.gpu_type, a.shards_per_gpu, a.cpus, a.mem_mb) == (4, "a100", 4, 16, 64000)
+    assert a.partitions == ("sched", "direct")
+    assert all(n.available for n in nodes)
+    cluster = cluster_from_nodes(nodes, ["sched"])
+    assert cluster.total_gpus == 16
+    assert cluster.gpu_types == ("a100", "v100")
+    assert cluster.by_name["v100-2"].mem_gb == pytest.approx(62.5)
+    assert cluster_from_nodes(nodes, ["other"]).nodes == ()
+
+
+def test_drained_node_is_not_available() -> None:
+    data = load("sinfo.json")
+    data["nodes"][1]["state"] = "idle"
+    data["nodes"][1]["state_flags"] = ["DRAIN"]
+    data["nodes"][2]["state"] = "down"
+    nodes = parse_sinfo(data)
+    assert [n.available for n in nodes] == [True, False, False, True]
+
+
+def test_unreachable_controller_json_raises() -> None:
+    with pytest.raises(SlurmJsonError, match="slurm_load_jobs"):
+        parse_squeue(load("squeue_unreachable.json"))
+    with pytest.raises(SlurmJsonError):
+        parse_sinfo(load("sinfo_unreachable.json"))
+
+
+# ---------------------------------------------------------------------- squeue
+@pytest.fixture(scope="module")
+def jobs() -> dict[str, Any]:
+    return {j.job_id: j for j in parse_squeue(load("squeue_mixed.json"))}
+
+
+def test_held_pending_job_with_hints(jobs: dict[str, Any]) -> None:
+    j = jobs["28"]
+    assert (j.state, j.reason, j.held, j.partition) == ("PENDING", "JobHeldUser", True, "sched")
+    assert j.gpu_request == GpuRequest("gpu", "a100", 2, None, "node")
+    assert json.loads(j.comment)["iterations"] == 1000
+    assert j.time_limit_s == 30 * 60
+    assert j.alloc == () and j.executed_s(1e10) == 0
+
+
+def test_running_jobs_and_their_gpus(jobs: dict[str, Any]) -> None:
+    j = jobs["29"]
+    assert j.state == "RUNNING" and not j.held and j.holds_resources
+    assert j.gpu_slots() == {"a100-1": (0,)}
+    multi = jobs["30"]  # TresPerJob=gres:gpu:5 over two nodes: Slurm split it 4 + 1
+    assert multi.gpu_request.per_job == 5 and multi.gpu_request.form == "job"
+    assert multi.gpu_slots() == {"v100-1": (0, 1, 2, 3), "v100-2": (0,)}
+    assert multi.executed_s(multi.start_time_s + 10) == 10
+
+
+def test_shard_jobs_share_one_gpu_index(jobs: dict[str, Any]) -> None:
+    a, b = jobs["31"], jobs["39"]
+    assert a.alloc == (NodeAlloc("a100-2", (0,), 3),)
+    assert b.alloc == (NodeAlloc("a100-2", (0,), 1),)
+    assert a.gpu_request.kind == "shard"
+
+
+def test_suspended_and_requeued_jobs(jobs: dict[str, Any]) -> None:
+    s = jobs["32"]
+    assert s.state == "SUSPENDED" and s.holds_resources
+    assert s.gpu_slots() == {"a100-1": (1,)}
+    assert s.executed_s(1e12) == s.pre_sus_time_s  # no time passes while suspended
+    r = jobs["33"]  # requeuehold: pending, held, restart counted, no resources
+    assert (r.state, r.held, r.restart_cnt, r.alloc) == ("PENDING", True, 1, ())
+
+
+def test_finished_and_foreign_jobs(jobs: dict[str, Any]) -> None:
+    done = jobs["34"]
+    assert done.final and done.state == "COMPLETED" and not done.holds_resources
+    cancelled = jobs["35"]
+    assert cancelled.final and cancelled.state == "CANCELLED"
+    foreign = jobs["36"]
+    assert foreign.partition == "direct" and foreign.gpu_slots() == {"a100-2": (2,)}
+    typed = jobs["37"]
+    assert typed.account == "team-a" and typed.features == "v100"
+    stuck = jobs["38"]  # released but its nodes are busy
+    assert stuck.state == "PENDING" and stuck.reason == "Resources" and not stuck.held
+
+
+# ---------------------------------------------------------------------- runner (no Slurm)
+def test_scontrol_batch_output_is_attributed_per_line() -> None:
+    sent = ["update JobId=99999 NodeList=a100-1", "release 23", "suspend 99998"]
+    out = (
+        "scontrol: update JobId=99999 NodeList=a100-1\n"
+        "scontrol: error: Could not load state information for job 99999: Invalid job id\n"
+        "scontrol: release 23\n"
+        "scontrol: suspend 99998\n"
+        "Unexpected message received for job 99998\n"
+        "scontrol: \n"
+    )
+    assert _attribute(sent, out) == [
+        "scontrol: error: Could not load state information for job 99999: Invalid job id",
+        "",
+        "Unexpected message received for job 99998",
+    ]
+    assert _attribute(sent, "something else\n") is None
+    assert _attribute(sent, "scontrol: release 23\n") is None
+
+
+def test_runner_classifies_failures() -> None:
+    class NoPing(CommandRunner):
+        def controller_up(self) -> bool:
+            return False
+
+    r = CommandRunner(ping_on_error=False)
+    bad = CommandResult(("scontrol", "release", "1"), 1, "", "Invalid job id specified")
+    with pytest.raises(SlurmCommandError) as exc:
+        r.check_failure(bad)
+    assert exc.value.rc == 1 and "Invalid job id" in exc.value.stderr
+    down = CommandResult(("squeue",), 1, "", "Unable to contact slurm controller (connect failure)")
+    with pytest.raises(BackendUnavailableError):
+        r.check_failure(down)
+    ambiguous = CommandResult(("scontrol", "suspend", "1"), 1, "", "Unexpected message received")
+    with pytest.raises(BackendUnavailableError):
+        NoPing().check_failure(ambiguous)
