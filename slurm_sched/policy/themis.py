@@ -1,0 +1,173 @@
+"""Themis: finish-time fairness, as the Muri evaluation runs it (a baseline of Muri).
+
+Paper: Mahajan et al., "Themis: Fair and Efficient GPU Cluster Scheduling", NSDI'20. This is
+the Gavel-style simulation of it in the Muri artifact (``themis_sim_jobs``), spec
+``shared/specs/muri.md`` section 3. At every event, for every active job i:
+
+- isolated share ``alloc_i = min(1, ceil(G / N) / g_i)`` (1/N of the cluster, G GPUs, N jobs);
+- finish-time fairness of a time fraction ``x_i`` in [0, 1]:
+  ``rho_i(x) = (now - submit_i + rem_i / x) / (cum_i + rem_i / alloc_i)`` with ``rem_i`` the
+  remaining isolated time and ``cum_i`` the isolated-share time of the work done so far
+  (accumulated event by event as ``delta work / alloc``);
+- ``x`` minimises ``max_i rho_i`` subject to ``sum_i g_i x_i <= G``. Each ``rho_i`` falls with
+  ``x_i``, so the optimum is found exactly by bisection on the common level ``t``: the least
+  ``x_i(t) = rem_i / (t * D_i - age_i)`` reaching it, with ``t`` the smallest level whose
+  ``sum g_i x_i(t)`` fits. (The artifact solves the same min-max with cvxpy/ECOS; its optimum
+  is not unique for jobs below the max, and we take the least allocation that reaches it.)
+- Order: ``x_i / executed_i`` descending (``x_i * 1e9`` for a job that never ran), ties by the
+  deficit ``time it should have received - executed`` and by ``x_i``; the jobs that fit by GPU
+  count run, the others are preempted (``preemptive_in_order``, consolidated placement).
+
+It knows each job's remaining iterations, so it is clairvoyant (spec AMBIGUITY: the paper lists
+it among the duration-unaware baselines). ``artifact_iso_bug=True`` reproduces the artifact's
+isolated-throughput bug (Muri issue #3: the share is not multiplied by the job's throughput),
+which scales job i's ``rho_i`` by its iteration time in seconds.
+
+Like the artifact it re-plans at arrivals and completions only (``EventGate``): its priority
+(rounds received per executed second) crosses continuously, and re-planning at every other
+wake-up would swap jobs back and forth. Deviations: GPU counting and in-place running jobs
+instead of the artifact's YARN re-placement of every job at every event.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from slurm_sched.model import Action, ClusterSnapshot, JobState
+from slurm_sched.policy.base import Policy
+from slurm_sched.policy.muri import EventGate
+from slurm_sched.policy.placement import pack_consolidated
+from slurm_sched.policy.queue_based import preemptive_in_order
+
+
+def min_max_allocation(
+    gpus: np.ndarray,
+    age_s: np.ndarray,
+    rem_s: np.ndarray,
+    denom_s: np.ndarray,
+    capacity: float,
+) -> np.ndarray:
+    """The least x in [0, 1]^n reaching ``min_x max_i (age_i + rem_i / x_i) / denom_i``
+    subject to ``sum_i gpus_i * x_i <= capacity`` (every ``denom_i`` > 0)."""
+    active = rem_s > 0
+    if not active.any():
+        return np.zeros_like(rem_s)
+
+    def alloc(t: float) -> np.ndarray:
+        room = t * denom_s - age_s
+        x = np.ones_like(rem_s)
+        np.divide(rem_s, room, out=x, where=active & (room > 0))
+        x[~active] = 0.0
+        return np.minimum(x, 1.0)
+
+    # Every job at x = 1 gives the lowest level any allocation can reach.
+    lo = float(np.max(((age_s + rem_s) / denom_s)[active]))
+    if float(gpus @ alloc(lo)) <= capacity:
+        return alloc(lo)
+    hi = max(lo * 2.0, lo + 1.0)
+    while float(gpus @ alloc(hi)) > capacity:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if float(gpus @ alloc(mid)) > capacity:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return alloc(hi)
+
+
+class Themis(Policy):
+    name = "themis"
+    paper = "Mahajan et al., NSDI'20 (finish-time fairness), as simulated by Muri"
+    summary = "finish-time-fairness min-max allocation, rounds to the furthest-behind jobs"
+    clairvoyant = True
+
+    def __init__(self, artifact_iso_bug: bool = False) -> None:
+        self.artifact_iso_bug = artifact_iso_bug
+        self.gate = EventGate()
+        # Learned state per job: isolated time of the work done, work at the last event, its
+        # isolated share then, time it should have received.
+        self._cum_iso_s: dict[str, float] = {}
+        self._last_work_s: dict[str, float] = {}
+        self._last_alloc: dict[str, float] = {}
+        self._should_s: dict[str, float] = {}
+        self._last_event_s: float | None = None
+
+    def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
+        if not self.gate.due(snapshot, now_s):
+            return []  # the artifact re-plans at arrivals and completions only
+        self.gate.planning(snapshot, now_s)
+        jobs = snapshot.jobs
+        if not jobs:
+            self._last_event_s = now_s
+            return []
+        n = len(jobs)
+        total = snapshot.cluster.total_gpus
+        share = math.ceil(total / n)
+        gpus = np.array([j.spec.num_gpus for j in jobs], dtype=float)
+        alloc = np.minimum(1.0, share / gpus)
+        age = np.empty(n)
+        rem = np.empty(n)
+        denom = np.empty(n)
+        scale = np.ones(n)
+        for i, j in enumerate(jobs):
+            jid = j.spec.job_id
+            work = j.work_done_at(now_s)
+            prev = self._last_work_s.get(jid)
+            cum = self._cum_iso_s.get(jid, 0.0)
+            if prev is not None:
+                cum += (work - prev) / self._last_alloc[jid]
+            self._cum_iso_s[jid] = cum
+            self._last_work_s[jid] = work
+            self._last_alloc[jid] = float(alloc[i])
+            age[i] = now_s - j.spec.submit_time_s
+            rem[i] = j.remaining_s(now_s)
+            denom[i] = cum + rem[i] / alloc[i]
+            if self.artifact_iso_bug and j.spec.iteration_time_s:
+                scale[i] = j.spec.iteration_time_s
+        denom = np.maximum(denom / scale, 1e-12)
+        x = min_max_allocation(gpus, age, rem, denom, float(total))
+        elapsed = 0.0 if self._last_event_s is None else now_s - self._last_event_s
+        self._last_event_s = now_s
+        keyed = []
+        for i, j in enumerate(jobs):
+            jid = j.spec.job_id
+            executed = j.executed_at(now_s)
+            should = self._should_s.get(jid, 0.0)
+            deficit = should - executed
+            self._should_s[jid] = should + float(x[i]) * elapsed
+            xi = float(x[i])
+            val = xi * 1e9 if executed <= 0 else xi / executed
+            keyed.append((-val, -deficit, -xi, j.spec.submit_time_s, jid, j))
+        self._forget(snapshot)
+        if not snapshot.pending:
+            return []
+        keyed.sort(key=lambda k: k[:5])
+        order = [k[5] for k in keyed]
+        actions = preemptive_in_order(
+            snapshot, order, packer=pack_consolidated, reason="themis: furthest from fair share"
+        )
+        self.gate.expect(actions)
+        return actions
+
+    def _forget(self, snapshot: ClusterSnapshot) -> None:
+        if len(self._cum_iso_s) > 2 * len(snapshot.jobs) + 1024:
+            active = snapshot.by_id
+            for d in (self._cum_iso_s, self._last_work_s, self._last_alloc, self._should_s):
+                for jid in [k for k in d if k not in active]:
+                    del d[jid]
+
+    def explain(self, snapshot: ClusterSnapshot, job_id: str) -> str:
+        base = super().explain(snapshot, job_id)
+        job = snapshot.by_id.get(job_id)
+        if job is None or job.state is not JobState.PENDING:
+            return base
+        return (f"{base}; executed {job.executed_at(snapshot.now_s):.0f} s, "
+                f"should have received {self._should_s.get(job_id, 0.0):.0f} s")
+
+
+POLICIES = [Themis]
