@@ -28,7 +28,14 @@ import statistics
 import time
 from pathlib import Path
 
-from slurm_sched.model import ClusterSnapshot, JobSpec, JobView, parse_cluster_spec
+from slurm_sched.model import (
+    ClusterSnapshot,
+    JobSpec,
+    JobView,
+    Share,
+    Start,
+    parse_cluster_spec,
+)
 from slurm_sched.policy.muri import Muri
 
 # (r0 data, r1 GPU, r2 network) ms and isolated iteration ms at 1 GPU (spec table 5.2).
@@ -70,7 +77,8 @@ def measure(snap: ClusterSnapshot, know_duration: bool, config: str, knobs: dict
         t0 = time.perf_counter()
         actions = pol.decide(snap, snap.now_s)
         times.append(time.perf_counter() - t0)
-    groups = {a.settings.group_id for a in actions if a.settings.group_id is not None}
+    groups = {a.settings.group_id for a in actions
+              if isinstance(a, Start | Share) and a.settings.group_id is not None}
     return {
         "policy": "muri-s" if know_duration else "muri-l",
         "config": config,

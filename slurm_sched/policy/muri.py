@@ -719,8 +719,8 @@ class Muri(Policy):
         ]
         moving = [p for p in plans if len(p.stayers) < len(p.members)]
         if not moving:
-            stay_slots = {s for p in plans for c in p.stayers for s in c.job.placement.slots()
-                          if c.job.placement is not None}
+            stay_slots = {s for p in plans if p.placement is not None and p.stayers
+                          for s in p.placement.slots()}
             if not any(s in stay_slots for j in to_preempt if j.placement is not None
                        for s in j.placement.slots()):
                 return []  # preempting alone would only idle GPUs
