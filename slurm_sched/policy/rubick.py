@@ -1,0 +1,1195 @@
+"""Rubick: slope-greedy GPU/CPU allocation with reconfigurable execution plans.
+
+Paper: Zhang et al., "Rubick: Exploiting Job Reconfigurability for Deep Learning Cluster
+Scheduling" (arXiv; MLSys'25 as Morphling), Algorithm 1 and §5. Spec ``shared/specs/rubick.md``
+§3 (numbers in brackets below are its sections).
+
+Every scheduling pass (on each arrival and completion, and every 60 s [3.9]):
+
+1. Each job's **resource sensitivity curve** [3.2] is computed from the performance model
+   (:mod:`slurm_sched.perf.rubick_model`): for every GPU count, the best normalised throughput
+   ``S = TP / TP_ref`` over all feasible (plan, placement shape) pairs, made monotone with the
+   1% flatness rule; ``TP_ref`` is the job's own requested configuration [1.5, A3, A14].
+2. **Guaranteed** jobs get a minimum demand ``minRes`` [3.4]: the fewest GPUs (then CPUs) whose
+   best plan is predicted at least as fast as the request with the original plan. Queued
+   guaranteed jobs within their tenant's quota (charged at ``minRes``) are scheduled first,
+   FIFO [Alg. 1 L2-3]; best-effort jobs have ``minRes = 0``.
+3. Then queued best-effort jobs and all running jobs, sorted by GPU slope then CPU slope
+   (starving jobs first) [L5], each run ``SCHEDULE_JOB``: walk the nodes (its own first, then
+   the most free) taking free GPUs up to its saturation point ``cap`` [A1]; on each node take
+   GPUs from the job with the lowest down-slope over its own minimum while the receiver's
+   up-slope is higher, or the receiver is below its minimum [L13-21]. Shrinking a best-effort
+   job to nothing preempts it. The job then gets the best (plan, shape) that fits what it
+   gathered [L29, 3.6], CPUs by the same slope rule, and host memory for the plan (AllocMem:
+   the next-best plan if memory is short [A6]); otherwise everything is rolled back [L35].
+4. A running job is reconfigured (checkpoint, restart with the new plan and resources) only if
+   ``(T - N delta) / T > 0.97`` [3.8]: T = time since its first start, N = reconfigurations so
+   far, delta = restart cost. Jobs failing the test are locked for the pass (neither grown nor
+   shrunk), except that a locked best-effort job may be preempted for a guaranteed job's
+   minimum [A8].
+
+Decisions become ``Reconfigure(placement, JobSettings(plan, cpus, mem_gb, accumulation_steps,
+sub_batch_size))`` (it also starts a pending job on any GPU count), ``Start`` for jobs of unknown
+models (they are rigid: requested GPUs, submitted plan) and ``Preempt``.
+
+Deviations and readings (details and evidence in ``docs/reproductions/rubick.md``):
+
+- Plan space and feasibility: a (plan, placement) is feasible iff the authors measured it (the
+  measured tables stand in for the framework's memory estimator); multi-node jobs use the same
+  GPU count on every node [3.5 R]. Models without tables use :func:`enumerate_plans`.
+- Slopes use rates to the next valid point [A2]; a donor's loss is evaluated on its actual
+  step-down configuration on its own nodes (a whole step is released at once), and only the
+  GPUs the receiver finally uses are taken (donors not needed are left alone).
+- Within one pass a job that shrank does not grow again [R].
+- A running job changes configuration only if its predicted speed improves by more than the
+  flatness tolerance (1%).
+- Rubick-E / Rubick-N never preempt (every Base-trace job is best effort) [4.4 R].
+- ``sla_margin`` (default 0, paper mode) relaxes the guarantee test; the artifact used 1.5x.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from slurm_sched.model import (
+    Action,
+    ClusterSnapshot,
+    JobSettings,
+    JobState,
+    JobView,
+    Placement,
+    Preempt,
+    Reconfigure,
+    Start,
+)
+from slurm_sched.perf.rubick_model import (
+    FittedPredictor,
+    JobInfo,
+    MeasuredCatalog,
+    ModelSpec,
+    OraclePredictor,
+    Plan,
+    Predictor,
+    Shape,
+    accumulation_steps,
+    enumerate_plans,
+    host_memory_gb,
+    job_info,
+    measured_catalog,
+    observed_iter_time_s,
+    plan_order,
+    shape_of,
+)
+from slurm_sched.policy.base import Policy
+
+log = logging.getLogger(__name__)
+
+RESTART_COST_S = 78.0  # delta: measured average reconfiguration cost [P §7.3]
+RECONF_THRESHOLD = 0.97  # (T - N delta) / T must exceed this [P §5.2]
+STARVE_S = 200_000.0  # queueing delay after which a best-effort job is starving [X, A7]
+EPS_FLAT = 0.01  # flatness tolerance of the curves [X]
+ROUND_S = 60.0  # periodic pass [R 3.9]
+MIN_OBS_ITERATIONS = 100  # below this the trace's duration/steps is too coarse to observe
+
+
+# ============================================================================ candidates
+@dataclass(frozen=True)
+class Cand:
+    """One configuration a job can run in. ``plan``/``shape`` None = a rigid job of an unknown
+    model: its requested GPUs on any split, as submitted."""
+
+    plan: Plan | None
+    shape: Shape | None
+    gpus: int
+
+
+@dataclass
+class JobModel:
+    """A job's candidates, speeds and GPU curve, for one predictor version."""
+
+    info: JobInfo | None
+    cands: list[Cand]
+    speed: dict[Cand, float]  # S at the curve's CPU level
+    curve: list[float]  # C[x], x = 0..max GPUs (running max with flatness)
+    valid: list[int]  # x with arg(x) == x (the curve's valid points), ascending
+    cap: int
+    cpu_curve_c: float
+    t_ref: float
+    version: int
+
+    @property
+    def rigid(self) -> bool:
+        return self.info is None
+
+    def sigma_plus(self, x: int) -> float:
+        """Best gain rate from x to a valid point y in (x, cap] [3.3]."""
+        if x >= self.cap:
+            return 0.0
+        cx = self.curve[min(x, len(self.curve) - 1)]
+        best = 0.0
+        for y in self.valid:
+            if x < y <= self.cap:
+                best = max(best, (self.curve[y] - cx) / (y - x))
+        return best
+
+    def smallest_valid(self) -> int:
+        return self.valid[0] if self.valid else self.cap
+
+
+# ============================================================================ allocations
+@dataclass(frozen=True)
+class Alloc:
+    """A job's tentative allocation: GPU indices, CPUs and host memory per node."""
+
+    gpus: tuple[tuple[str, tuple[int, ...]], ...]
+    cpus: tuple[tuple[str, int], ...]
+    mem: tuple[tuple[str, float], ...]
+    cand: Cand
+    cpus_per_gpu: int
+
+    @property
+    def total(self) -> int:
+        return sum(len(g) for _, g in self.gpus)
+
+    def count(self, node: str) -> int:
+        for n, g in self.gpus:
+            if n == node:
+                return len(g)
+        return 0
+
+    def counts(self) -> dict[str, int]:
+        return {n: len(g) for n, g in self.gpus}
+
+    def indices(self, node: str) -> tuple[int, ...]:
+        for n, g in self.gpus:
+            if n == node:
+                return g
+        return ()
+
+    def shape(self) -> Shape:
+        return tuple(sorted((len(g) for _, g in self.gpus), reverse=True))
+
+    def placement(self) -> Placement:
+        return Placement.of({n: list(g) for n, g in self.gpus})
+
+
+@dataclass
+class NodeState:
+    name: str
+    gpus: int
+    cpus: int
+    mem_gb: float
+    free_gpus: set[int]
+    free_cpus: int
+    free_mem: float
+    jobs: set[str] = field(default_factory=set)
+
+
+class State:
+    """Tentative cluster state of one pass with an undo journal."""
+
+    def __init__(self, nodes: list[NodeState]) -> None:
+        self.nodes = {n.name: n for n in nodes}
+        self.order = [n.name for n in nodes]
+        self.alloc: dict[str, Alloc | None] = {}
+        self.journal: list[tuple[str, Alloc | None]] = []
+
+    def set(self, job_id: str, new: Alloc | None, *, record: bool = True) -> None:
+        old = self.alloc.get(job_id)
+        if record:
+            self.journal.append((job_id, old))
+        if old is not None:
+            for n, g in old.gpus:
+                st = self.nodes[n]
+                st.free_gpus.update(g)
+                st.jobs.discard(job_id)
+            for n, c in old.cpus:
+                self.nodes[n].free_cpus += c
+            for n, m in old.mem:
+                self.nodes[n].free_mem += m
+        self.alloc[job_id] = new
+        if new is not None:
+            for n, g in new.gpus:
+                st = self.nodes[n]
+                if not set(g) <= st.free_gpus:
+                    raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
+                st.free_gpus.difference_update(g)
+                st.jobs.add(job_id)
+            for n, c in new.cpus:
+                self.nodes[n].free_cpus -= c
+            for n, m in new.mem:
+                self.nodes[n].free_mem -= m
+
+    def mark(self) -> int:
+        return len(self.journal)
+
+    def rollback(self, mark: int) -> None:
+        while len(self.journal) > mark:
+            job_id, old = self.journal.pop()
+            self.set(job_id, old, record=False)
+
+
+# ============================================================================ embedding
+def embed(shape: Shape | None, gpus: int, avail: dict[str, int], prefer: dict[str, int],
+          order: list[str]) -> dict[str, int] | None:
+    """Choose nodes for a shape given per-node availability: node -> GPUs, or None.
+
+    Uniform shapes take the nodes the job already holds most on, then the ones needing the
+    fewest extra GPUs (``prefer`` = GPUs already owned there), then cluster order. ``shape``
+    None (a rigid job) packs onto the fewest nodes."""
+    pos = {n: i for i, n in enumerate(order)}
+    if shape is None:
+        fits = [n for n in avail if avail[n] >= gpus]
+        if fits:
+            best = min(fits, key=lambda n: (-min(prefer.get(n, 0), gpus), avail[n], pos[n]))
+            return {best: gpus}
+        out: dict[str, int] = {}
+        need = gpus
+        for n in sorted(avail, key=lambda n: (-prefer.get(n, 0), -avail[n], pos[n])):
+            if avail[n] <= 0:
+                continue
+            take = min(avail[n], need)
+            out[n] = take
+            need -= take
+            if need == 0:
+                return out
+        return None
+    parts = sorted(shape, reverse=True)
+    out = {}
+    used: set[str] = set()
+    for k in parts:
+        choices = [n for n in avail if n not in used and avail[n] >= k]
+        if not choices:
+            return None
+        n = min(choices, key=lambda n: (-min(prefer.get(n, 0), k), avail[n] - k, pos[n]))
+        out[n] = k
+        used.add(n)
+    return out
+
+
+# ============================================================================ the policy
+@dataclass
+class _Job:
+    view: JobView
+    jm: JobModel
+    guaranteed: bool
+    min_gpus: int
+    min_cpg: int  # CPU floor per GPU
+    locked: bool
+    starving: bool
+    cur_speed: float
+    grew: bool = False
+    shrank: bool = False
+
+
+class Rubick(Policy):
+    name = "rubick"
+    paper = "Zhang et al., Rubick (arXiv 2024; MLSys'25 as Morphling)"
+    summary = ("reconfigures execution plans (DP/TP/PP/ZeRO/offload/GA/GC) and GPU/CPU/memory "
+               "by the slopes of model-predicted sensitivity curves; guarantees SLA jobs")
+    elastic = True
+    progress_model = "rubick"
+
+    def __init__(
+        self,
+        *,
+        variant: str = "full",
+        predictor: str | Predictor = "fitted",
+        restart_cost_s: float = RESTART_COST_S,
+        reconf_threshold: float = RECONF_THRESHOLD,
+        starve_s: float = STARVE_S,
+        quotas: dict[str, int] | None = None,
+        sla_margin: float = 0.0,
+        round_s: float = ROUND_S,
+        catalog: MeasuredCatalog | None = None,
+        lock_rule: str = "inclusive",
+    ) -> None:
+        if lock_rule not in ("past", "inclusive"):
+            raise ValueError(f"lock_rule must be 'past' or 'inclusive', got {lock_rule!r}")
+        self.lock_rule = lock_rule
+        if variant not in ("full", "E", "R", "N"):
+            raise ValueError(f"variant must be full, E, R or N, got {variant!r}")
+        if not 0 <= sla_margin < 1:
+            raise ValueError(f"sla_margin must be in [0, 1), got {sla_margin}")
+        self.variant = variant
+        if isinstance(predictor, str):
+            if predictor == "fitted":
+                predictor = FittedPredictor()
+            elif predictor == "oracle":
+                predictor = OraclePredictor(catalog)
+            else:
+                raise ValueError(f"predictor must be 'fitted' or 'oracle', got {predictor!r}")
+        self.predictor: Predictor = predictor
+        self.restart_cost_s = restart_cost_s
+        self.reconf_threshold = reconf_threshold
+        self.starve_s = starve_s
+        self.quotas = dict(quotas or {})
+        self.sla_margin = sla_margin
+        self.round_s = round_s
+        self.catalog = catalog or measured_catalog()
+        # learned state
+        self._infos: dict[str, JobInfo | None] = {}
+        self._models: dict[str, JobModel] = {}
+        self._times: dict[tuple, dict[tuple[Plan, Shape], float | None]] = {}
+        self._reconfs: dict[str, int] = {}
+        self._minres: dict[str, tuple[int, int, int]] = {}  # job -> (gpus, cpg, version)
+        #: Reallocations of the last pass: (receiver, donor, sigma+, sigma-, receiver urgent)
+        self.moves: list[tuple[str, str, float, float, bool]] = []
+        self._step_cache: dict[tuple, tuple | None] = {}
+        #: Locked jobs reconfigured in the last pass to honour a guarantee [A8]
+        self.overrides: set[str] = set()
+        #: Scheduling class of each job in the last pass (True = guaranteed)
+        self.guaranteed: dict[str, bool] = {}
+        self.last_assigned: dict[str, tuple[Cand, int, float]] = {}  # job -> (cand, cpg, S)
+
+    # ------------------------------------------------------------------ model access
+    def info(self, view: JobView) -> JobInfo | None:
+        jid = view.job_id
+        if jid not in self._infos:
+            self._infos[jid] = job_info(view.spec)
+        return self._infos[jid]
+
+    def _time(self, model: ModelSpec, plan: Plan, shape: Shape, cpg: float) -> float | None:
+        """Predicted iteration time, cached per (model, CPUs per GPU, model version); a miss
+        predicts every measured configuration of the model at once (vectorised)."""
+        key = (model, float(cpg), self.predictor.model_version(model.name))
+        table = self._times.get(key)
+        if table is None:
+            if len(self._times) > 512:
+                self._times.clear()
+            table = self._times[key] = {}
+            pairs = [(p, s) for p, s, _ in self.catalog.configs(model.name)]
+            if pairs:
+                table.update(zip(pairs, self.predictor.iter_times_s(model, pairs, cpg),
+                                 strict=True))
+        ck = (plan, shape)
+        if ck not in table:
+            table[ck] = self.predictor.iter_time_s(model, plan, shape, cpg)
+        return table[ck]
+
+    def speed(self, info: JobInfo, cand: Cand, cpg: float, t_ref: float) -> float:
+        if cand.plan is None or cand.shape is None:
+            return 1.0
+        t = self._time(info.model, cand.plan, cand.shape, cpg)
+        return 0.0 if t is None or t <= 0 else t_ref / t
+
+    def t_ref(self, info: JobInfo, cpg: float | None = None) -> float:
+        """Predicted iteration time of the requested configuration (TP^SLA = b / this)."""
+        t = self._time(info.model, info.orig_plan, info.ref_shape,
+                       info.req_cpus_per_gpu if cpg is None else cpg)
+        if t is None:  # the request itself is not in the plan space: use the model's best
+            t = self._time(info.model, Plan("dp"), info.ref_shape, info.req_cpus_per_gpu)
+        return t if t and t > 0 else 1.0
+
+    def _candidates(self, info: JobInfo, snapshot: ClusterSnapshot) -> list[Cand]:
+        cluster = snapshot.cluster
+        sizes = sorted((n.num_gpus for n in cluster.nodes if n.num_gpus), reverse=True)
+        model = info.model
+        if self.catalog.rows.get(model.name):
+            pairs = [(p, s) for p, s, _ in self.catalog.configs(model.name)]
+        else:
+            pairs = []
+            for k in range(1, (sizes[0] if sizes else 0) + 1):
+                for n in range(1, len(sizes) + 1):
+                    shape = (k,) * n
+                    pairs.extend((p, shape) for p in enumerate_plans(model, shape))
+        out: list[Cand] = []
+        orig = info.orig_plan
+        for plan, shape in pairs:
+            if len(set(shape)) != 1:
+                continue  # uniform shapes only [3.5 R]
+            if plan.is_3d and not model.allow_3d and plan != orig:
+                continue  # TP/PP disabled for the small models in the traces [P §7.3]
+            if info.allowed is not None and plan.code not in info.allowed and plan != orig:
+                continue
+            if not _fits_cluster(shape, sizes):
+                continue
+            g = sum(shape)
+            if self.variant in ("E", "N") and g != info.req_gpus:
+                continue
+            if self.variant == "N" and plan != orig:
+                continue
+            if self.variant == "R" and not _same_family(plan, orig):
+                continue
+            out.append(Cand(plan, shape, g))
+        ref = Cand(orig, info.ref_shape, info.req_gpus)
+        if ref not in out and _fits_cluster(info.ref_shape, sizes) and len(
+                set(info.ref_shape)) == 1:
+            out.append(ref)
+        return sorted(set(out), key=lambda c: (c.gpus, c.shape, plan_order(c.plan), c.plan))
+
+    def job_model(self, view: JobView, snapshot: ClusterSnapshot) -> JobModel:
+        jid = view.job_id
+        jm = self._models.get(jid)
+        info = self.info(view)
+        version = self.predictor.model_version(info.model.name) if info else 0
+        if jm is not None and jm.version == version:
+            return jm
+        total = snapshot.cluster.total_gpus
+        if info is None:
+            jm = _rigid_model(view.spec.num_gpus, total, version)
+        else:
+            cpn = [n.cpus // max(1, n.num_gpus) for n in snapshot.cluster.nodes if n.num_gpus]
+            c_curve = max(1, min(round(info.req_cpus_per_gpu), min(cpn) if cpn else 1))
+            info = self._fit_request(info, snapshot)
+            self._infos[jid] = info
+            t_ref = self.t_ref(info)
+            cands = self._candidates(info, snapshot)
+            speed = {c: self.speed(info, c, c_curve, t_ref) for c in cands}
+            cands = [c for c in cands if speed[c] > 0]
+            if not cands:
+                jm = _rigid_model(view.spec.num_gpus, total, version)
+                self._infos[jid] = None  # nothing of the plan space fits: treat as rigid
+            else:
+                jm = _curve_model(info, cands, speed, total, c_curve, t_ref, version)
+        self._models[jid] = jm
+        return jm
+
+    def _fit_request(self, info: JobInfo, snapshot: ClusterSnapshot) -> JobInfo:
+        """The requested configuration as this cluster can hold it: the fastest measured
+        placement of the original plan with the requested GPUs that fits the nodes; failing
+        that, the job's fastest fitting configuration with at most the requested GPUs (the
+        reference of its normalised throughput and of its guarantee)."""
+        sizes = sorted((n.num_gpus for n in snapshot.cluster.nodes if n.num_gpus), reverse=True)
+        if _fits_cluster(info.ref_shape, sizes):
+            return info
+        rows = self.catalog.configs(info.model.name)
+        same = sorted((t, s) for p, s, t in rows if p == info.orig_plan
+                      and sum(s) == info.req_gpus and len(set(s)) == 1
+                      and _fits_cluster(s, sizes))
+        if same:
+            return replace(info, ref_shape=same[0][1])
+        other = sorted((-sum(s), t, s, plan_order(p), p) for p, s, t in rows
+                       if sum(s) <= info.req_gpus and len(set(s)) == 1
+                       and _fits_cluster(s, sizes))
+        if other:
+            _, _, shape, _, plan = other[0]
+            return replace(info, orig_plan=plan, ref_shape=shape)
+        return replace(info, ref_shape=tuple(sorted(
+            _split(info.req_gpus, sizes), reverse=True)))
+
+    # ------------------------------------------------------------------ helpers
+    def _locked(self, view: JobView, now_s: float) -> bool:
+        """The reconfiguration rule [3.8]: (T - N delta) / T > threshold to reconfigure."""
+        if view.state is not JobState.RUNNING or view.first_start_s is None:
+            return False
+        n = self._reconfs.get(view.job_id, 0) + (1 if self.lock_rule == "inclusive" else 0)
+        if n == 0:
+            return False
+        t = now_s - view.first_start_s
+        if t <= 0:
+            return True
+        return (t - n * self.restart_cost_s) / t <= self.reconf_threshold
+
+    def _min_res(self, info: JobInfo, jm: JobModel) -> tuple[int, int]:
+        """MIN_RES [3.4]: fewest GPUs, then CPUs per GPU, predicted >= TP^SLA, within the
+        request; else the request itself."""
+        target = 1.0 - self.sla_margin
+        req_c = max(1, round(info.req_cpus_per_gpu))
+        for g in range(1, info.req_gpus + 1):
+            cands = [c for c in jm.cands if c.gpus == g]
+            if not cands:
+                continue
+            for cpg in range(1, req_c + 1):
+                if any(self.speed(info, c, cpg, jm.t_ref) >= target - 1e-9 for c in cands):
+                    return g, cpg
+        return info.req_gpus, req_c
+
+    def _cur_cand(self, view: JobView, jm: JobModel) -> tuple[Cand, int]:
+        info = jm.info
+        p = view.placement
+        assert p is not None
+        g = p.num_gpus
+        cpg = (view.settings.cpus // g) if view.settings.cpus else (
+            round(info.req_cpus_per_gpu) if info else 1)
+        if info is None:
+            return Cand(None, None, g), max(1, cpg)
+        plan = info.orig_plan
+        if view.settings.plan:
+            try:
+                plan = Plan.parse(view.settings.plan, g)
+            except ValueError:
+                plan = info.orig_plan
+        return Cand(plan, shape_of(p), g), max(1, cpg)
+
+    # ------------------------------------------------------------------ decide
+    def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
+        self.moves = []
+        self.overrides = set()
+        self._step_cache = {}
+        self._observe(snapshot, now_s)
+        if not snapshot.jobs:
+            return []
+        state = self._build_state(snapshot)
+        jobs: dict[str, _Job] = {}
+        for view in snapshot.jobs:
+            if view.state is JobState.SUSPENDED:
+                continue  # Rubick never suspends; leave such jobs alone
+            jm = self.job_model(view, snapshot)
+            info = jm.info
+            guaranteed = bool(info and info.guaranteed)
+            min_g, min_c = 0, 1
+            if guaranteed and info is not None:
+                cached = self._minres.get(view.job_id)
+                if cached is None or cached[2] != jm.version:
+                    g, c = self._min_res(info, jm)
+                    self._minres[view.job_id] = (g, c, jm.version)
+                    cached = self._minres[view.job_id]
+                min_g, min_c = cached[0], cached[1]
+                quota = self.quotas.get(view.spec.user, snapshot.cluster.total_gpus)
+                if min_g > quota:
+                    # its minimum never fits the tenant's quota: it could never be privileged,
+                    # so it runs as best effort rather than never [R, liveness]
+                    guaranteed, min_g, min_c = False, 0, 1
+            self.guaranteed[view.job_id] = guaranteed
+            cur_speed = 0.0
+            if view.state is JobState.RUNNING:
+                a = state.alloc.get(view.job_id)
+                if a is not None:
+                    cur_speed = self._speed_alloc(jm, a)
+            starving = (view.state is JobState.PENDING and not guaranteed
+                        and now_s - view.spec.submit_time_s >= self.starve_s)
+            jobs[view.job_id] = _Job(view, jm, guaranteed, min_g, min_c,
+                                     self._locked(view, now_s), starving, cur_speed)
+        before = dict(state.alloc)
+        self._schedule(snapshot, state, jobs, now_s)
+        return self._actions(snapshot, state, before, jobs)
+
+    def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
+        if not snapshot.jobs:
+            return None
+        return now_s + self.round_s
+
+    # ------------------------------------------------------------------ observation
+    def _observe(self, snapshot: ClusterSnapshot, now_s: float) -> None:
+        """Running jobs report iteration times; refit models that disagree [P §4.3]."""
+        for view in snapshot.running:
+            info = self.info(view)
+            if info is None or (view.spec.iterations or 0) < MIN_OBS_ITERATIONS:
+                continue
+            t = observed_iter_time_s(view, now_s)
+            if t is None:
+                continue
+            jm = self._models.get(view.job_id)
+            if jm is None or jm.rigid:
+                continue
+            cand, cpg = self._cur_cand(view, jm)
+            if cand.plan is None or cand.shape is None:
+                continue
+            self.predictor.observe(info.model, cand.plan, cand.shape, float(cpg), t)
+        refit = getattr(self.predictor, "refit_pending", None)
+        if refit is not None:
+            refit()
+
+    # ------------------------------------------------------------------ state
+    def _build_state(self, snapshot: ClusterSnapshot) -> State:
+        nodes = [
+            NodeState(n.name, n.num_gpus, n.cpus, n.mem_gb, set(range(n.num_gpus)), n.cpus,
+                      n.mem_gb)
+            for n in snapshot.cluster.nodes
+        ]
+        state = State(nodes)
+        for view in snapshot.jobs:
+            if view.placement is None or view.state is JobState.PENDING:
+                continue
+            jm = self.job_model(view, snapshot)
+            if jm.rigid:
+                cand, cpg = Cand(None, None, view.placement.num_gpus), 1
+            else:
+                cand, cpg = self._cur_cand(view, jm)
+            alloc = self._make_alloc(snapshot, jm, cand, cpg,
+                                     {p.node: p.gpus for p in view.placement.parts}, view)
+            # Running jobs are where the backend says they are, even over our own CPU/memory
+            # bookkeeping (e.g. started by another policy): clamp instead of failing.
+            state.set(view.job_id, alloc, record=False)
+        state.journal.clear()
+        return state
+
+    def _make_alloc(self, snapshot: ClusterSnapshot, jm: JobModel, cand: Cand, cpg: int,
+                    gpus: dict[str, Iterable[int]], view: JobView) -> Alloc:
+        by_name = snapshot.cluster.by_name
+        parts = tuple((n, tuple(sorted(g))) for n, g in gpus.items())
+        total = sum(len(g) for _, g in parts)
+        cpus = []
+        mem = []
+        info = jm.info
+        for n, g in parts:
+            node = by_name[n]
+            if info is None:
+                req = view.spec.num_cpus or total
+                c = min(node.cpus, max(1, math.ceil(req * len(g) / total)))
+                m = 0.0
+            else:
+                c = min(node.cpus, cpg * len(g))
+                plan = cand.plan or info.orig_plan
+                m = min(node.mem_gb, host_memory_gb(info.model, plan, len(g), total))
+            cpus.append((n, c))
+            mem.append((n, m))
+        return Alloc(parts, tuple(cpus), tuple(mem), cand, cpg)
+
+    def _speed_alloc(self, jm: JobModel, a: Alloc) -> float:
+        if jm.info is None:
+            return 1.0
+        return self.speed(jm.info, a.cand, a.cpus_per_gpu, jm.t_ref)
+
+    # ------------------------------------------------------------------ Algorithm 1
+    def _schedule(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
+                  now_s: float) -> None:
+        # L1-3: privileged guaranteed jobs, FIFO, quota charged at minRes.
+        used: dict[str, int] = {}
+        for j in jobs.values():
+            if j.guaranteed and j.view.state is JobState.RUNNING:
+                used[j.view.spec.user] = used.get(j.view.spec.user, 0) + j.min_gpus
+        total = snapshot.cluster.total_gpus
+        for j in jobs.values():  # snapshot order = submission order
+            if not j.guaranteed:
+                continue
+            running = j.view.state is JobState.RUNNING
+            if running:
+                a = state.alloc.get(j.view.job_id)
+                ok = a is not None and self._meets_sla(j, a)
+                if not ok:  # e.g. after a model refit: restore the guarantee first
+                    changed = self._schedule_job(snapshot, state, jobs, j, privileged=True)
+                    if changed and j.locked:
+                        self.overrides.add(j.view.job_id)  # logged SLA override [8.15]
+                continue
+            tenant = j.view.spec.user
+            quota = self.quotas.get(tenant, total)
+            if used.get(tenant, 0) + j.min_gpus > quota:
+                continue  # waits [A11]
+            if self._schedule_job(snapshot, state, jobs, j, privileged=True):
+                used[tenant] = used.get(tenant, 0) + j.min_gpus
+        # L5-6: best-effort queue and running jobs by slope.
+        order = []
+        for j in jobs.values():
+            jid = j.view.job_id
+            if j.view.state is JobState.PENDING and j.guaranteed:
+                continue
+            if j.view.state is JobState.RUNNING and j.locked:
+                continue
+            x = state.alloc[jid].total if state.alloc.get(jid) else 0
+            if j.view.state is JobState.RUNNING and x == 0:
+                continue  # preempted earlier in this pass
+            s_gpu = j.jm.sigma_plus(x)
+            s_cpu = self._cpu_slope(j, state.alloc.get(jid))
+            order.append(((0 if j.starving else 1, -s_gpu, -s_cpu, j.view.spec.submit_time_s,
+                           jid), j))
+        order.sort(key=lambda t: t[0])
+        for _, j in order:
+            if j.shrank:
+                continue
+            if j.view.state is JobState.RUNNING and state.alloc.get(j.view.job_id) is None:
+                continue
+            self._schedule_job(snapshot, state, jobs, j, privileged=False)
+
+    def _meets_sla(self, j: _Job, a: Alloc) -> bool:
+        if not j.guaranteed or j.jm.info is None:
+            return True
+        return (self._speed_alloc(j.jm, a) >= 1.0 - self.sla_margin - 1e-9
+                and a.total >= j.min_gpus)
+
+    def _cpu_slope(self, j: _Job, a: Alloc | None) -> float:
+        """Up-slope of the CPU curve (per CPU) at the job's CPUs [3.3]; 0 unless ZeRO-Offload."""
+        if a is None or j.jm.info is None or a.cand.plan is None or not a.cand.plan.offload:
+            return 0.0
+        info = j.jm.info
+        c0 = a.cpus_per_gpu
+        s0 = self.speed(info, a.cand, c0, j.jm.t_ref)
+        best = 0.0
+        for c in range(c0 + 1, c0 + 9):
+            best = max(best, (self.speed(info, a.cand, c, j.jm.t_ref) - s0) / ((c - c0) * a.total))
+        return best
+
+    def _node_order(self, state: State, cur: Alloc | None) -> list[str]:
+        pos = {n: i for i, n in enumerate(state.order)}
+        own = cur.counts() if cur else {}
+        return sorted(state.order, key=lambda n: (-own.get(n, 0),
+                                                  -len(state.nodes[n].free_gpus), pos[n]))
+
+    def _schedule_job(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
+                      j: _Job, *, privileged: bool) -> bool:
+        """SCHEDULE_JOB (Alg. 1 L9-35). Returns True if the job's allocation changed."""
+        jid = j.view.job_id
+        jm = j.jm
+        cur = state.alloc.get(jid)
+        x0 = cur.total if cur else 0
+        if j.view.state is JobState.RUNNING and j.locked and not privileged:
+            return False
+        cap = max(jm.cap, j.min_gpus)
+        # rule 2 of L17: below its minimum (or, starving, its smallest valid point) the job may
+        # take GPUs whatever the slopes
+        urgent_floor = max(j.min_gpus, jm.smallest_valid() if j.starving else 0)
+        free_total = sum(len(n.free_gpus) for n in state.nodes.values())
+        if (cur is not None and x0 >= cap and not privileged and free_total == 0
+                and self._speed_alloc(jm, cur) >= (1 - EPS_FLAT) * jm.curve[
+                    min(x0, len(jm.curve) - 1)]):
+            return False  # saturated, on its best plan, nothing free: nothing to gain
+        mark = state.mark()
+        own = cur.counts() if cur else {}
+        steals: list[tuple[str, str, float, float, bool]] = []  # node, donor, s+, s-, urgent
+        total = x0
+        for n in self._node_order(state, cur):
+            own_n = own.get(n, 0)
+            if total >= cap and own_n == 0:
+                break
+            free_n = len(state.nodes[n].free_gpus)
+            total += min(free_n, max(0, cap - total))
+            while total < cap:
+                need_urgent = total < urgent_floor
+                sp = jm.sigma_plus(total)
+                if sp <= 0 and not need_urgent:
+                    break
+                donor = self._lowest_donor(snapshot, state, jobs, n, j, privileged)
+                if donor is None:
+                    break
+                djob, step, sigma_minus = donor
+                if not (sp > sigma_minus or need_urgent):
+                    break
+                released = self._apply_step(state, jobs, djob, step, n)
+                steals.append((n, djob, sp, sigma_minus, need_urgent))
+                total += released
+            if total >= cap:
+                break
+        # Choose the best configuration that fits what was gathered [L28-32].
+        avail = {n: own.get(n, 0) + len(state.nodes[n].free_gpus) for n in state.order}
+        choice = self._best_fit(snapshot, state, j, avail, own, cur)
+        state.rollback(mark)
+        if choice is None:
+            return False
+        cand, emb, cpg = choice
+        # Re-take only the steals this configuration needs (lazy donors).
+        taken = []
+        for n, djob, sp, _, urgent in steals:
+            if own.get(n, 0) + len(state.nodes[n].free_gpus) >= emb.get(n, 0):
+                continue
+            d = jobs[djob]
+            if state.alloc.get(djob) is None:
+                continue
+            step = self._step_down(snapshot, state, d, n, urgent=privileged)
+            if step is None:
+                continue
+            self._apply_step(state, jobs, djob, step[0], n)
+            taken.append((jid, djob, sp, step[1], urgent))
+            if d.locked:
+                self.overrides.add(djob)  # SLA first: a locked best-effort job gives way [A8]
+        if any(own.get(n, 0) + len(state.nodes[n].free_gpus) < k for n, k in emb.items()):
+            state.rollback(mark)
+            return False
+        new = self._alloc_for(snapshot, state, j, cand, emb, cpg, cur)
+        if new is None:
+            state.rollback(mark)
+            return False
+        if not self._commit_ok(j, cur, new):
+            state.rollback(mark)
+            return False
+        state.set(jid, new)
+        j.grew = cur is None or new.total >= cur.total
+        self.moves.extend(taken)
+        return True
+
+    def _commit_ok(self, j: _Job, cur: Alloc | None, new: Alloc) -> bool:
+        if j.guaranteed and not self._meets_sla(j, new):
+            return False
+        if cur is None:
+            return True
+        if (new.gpus == cur.gpus and new.cand == cur.cand
+                and new.cpus_per_gpu == cur.cpus_per_gpu):
+            return False
+        s_new = self._speed_alloc(j.jm, new)
+        s_cur = self._speed_alloc(j.jm, cur)
+        if j.guaranteed and not self._meets_sla(j, cur):
+            return True  # restoring the guarantee
+        return s_new > s_cur * (1 + EPS_FLAT)
+
+    def _best_fit(self, snapshot: ClusterSnapshot, state: State, j: _Job, avail: dict[str, int],
+                  own: dict[str, int], cur: Alloc | None
+                  ) -> tuple[Cand, dict[str, int], int] | None:
+        """GET_BEST_PLAN over the job's candidates that fit ``avail`` (plus ALLOC_MEM)."""
+        jm = j.jm
+        info = jm.info
+        fits = []
+        for c in jm.cands:
+            if c.gpus > sum(avail.values()):
+                continue
+            if j.guaranteed and c.gpus < j.min_gpus:
+                continue
+            emb = embed(c.shape, c.gpus, avail, own, state.order)
+            if emb is None:
+                continue
+            fits.append((jm.speed[c], c, emb))
+        if not fits:
+            return None
+        best_s = max(f[0] for f in fits)
+        # 1% flatness: the fewest GPUs within 1% of the best, then the faster, then plan order
+        fits.sort(key=lambda f: (f[0] < (1 - EPS_FLAT) * best_s, f[1].gpus, -f[0],
+                                 plan_order(f[1].plan) if f[1].plan else 0))
+        for _, c, emb in fits:
+            cpg = self._choose_cpus(state, j, c, emb, own, cur)
+            if cpg is None:
+                continue
+            if j.guaranteed and info is not None and self.speed(
+                    info, c, cpg, jm.t_ref) < 1.0 - self.sla_margin - 1e-9:
+                continue  # within 1% of the best is not enough for a guarantee
+            if info is not None and c.plan is not None:
+                ok = all(
+                    state.nodes[n].free_mem + (dict(cur.mem).get(n, 0.0) if cur else 0.0)
+                    >= host_memory_gb(info.model, c.plan, k, c.gpus) - 1e-9
+                    for n, k in emb.items())
+                if not ok:
+                    continue  # ALLOC_MEM failed: next-best plan [A6]
+            return c, emb, cpg
+        return None
+
+    def _choose_cpus(self, state: State, j: _Job, c: Cand, emb: dict[str, int],
+                     own: dict[str, int], cur: Alloc | None) -> int | None:
+        """CPUs per GPU: the fewest within 1% of the best the free (and own) CPUs allow;
+        at least the job's floor. Non-offload plans are CPU-insensitive, so they get the
+        floor (1 per GPU for best-effort jobs [A5])."""
+        info = j.jm.info
+        own_cpu = dict(cur.cpus) if cur else {}
+        c_max = min((state.nodes[n].free_cpus + own_cpu.get(n, 0)) // k for n, k in emb.items())
+        floor = max(1, j.min_cpg if j.guaranteed else 1)
+        if info is None:
+            need_total = j.view.spec.num_cpus or c.gpus
+            for n, k in emb.items():
+                node = state.nodes[n]
+                want = min(node.cpus, max(1, math.ceil(need_total * k / c.gpus)))
+                if node.free_cpus + own_cpu.get(n, 0) < want:
+                    return None
+            return 1
+        if c_max < floor:
+            return None
+        if c.plan is None or not c.plan.offload:
+            return floor
+        cap_c = max(floor, min(c_max, 16))
+        speeds = [(cc, self.speed(info, c, cc, j.jm.t_ref)) for cc in range(floor, cap_c + 1)]
+        best = max(s for _, s in speeds)
+        for cc, s in speeds:
+            if s >= (1 - EPS_FLAT) * best:
+                return cc
+        return floor
+
+    def _alloc_for(self, snapshot: ClusterSnapshot, state: State, j: _Job, cand: Cand,
+                   emb: dict[str, int], cpg: int, cur: Alloc | None) -> Alloc | None:
+        own_idx = {n: cur.indices(n) for n in emb} if cur else {}
+        gpus: dict[str, list[int]] = {}
+        for n, k in emb.items():
+            keep = sorted(own_idx.get(n, ()))[:k]
+            extra = sorted(state.nodes[n].free_gpus)[: k - len(keep)]
+            if len(keep) + len(extra) < k:
+                return None
+            gpus[n] = keep + extra
+        new = self._make_alloc(snapshot, j.jm, cand, cpg, gpus, j.view)
+        # capacity check against what is free plus what the job already holds
+        for (n, c), (_, m) in zip(new.cpus, new.mem, strict=True):
+            st = state.nodes[n]
+            own_c = dict(cur.cpus).get(n, 0) if cur else 0
+            own_m = dict(cur.mem).get(n, 0.0) if cur else 0.0
+            if st.free_cpus + own_c < c or st.free_mem + own_m < m - 1e-9:
+                return None
+        return new
+
+    # ------------------------------------------------------------------ donors
+    def _lowest_donor(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
+                      node: str, receiver: _Job, privileged: bool
+                      ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
+        """GetLowestSlopeOverMinJob (L13): the donor on ``node`` losing the least per GPU."""
+        best = None
+        for did in sorted(state.nodes[node].jobs):
+            if did == receiver.view.job_id:
+                continue
+            d = jobs.get(did)
+            if d is None:
+                continue
+            if self.variant in ("E", "N"):
+                continue  # fixed resources: no shrinking or preemption [4.4 R]
+            if d.locked and not (privileged and not d.guaranteed):
+                continue
+            step = self._step_down(snapshot, state, d, node, urgent=privileged)
+            if step is None:
+                continue
+            target, sigma = step
+            key = (sigma, -d.view.spec.submit_time_s, did)
+            if best is None or key < best[0]:
+                best = (key, did, target, sigma)
+        if best is None:
+            return None
+        return best[1], best[2], best[3]
+
+    def _step_down(self, snapshot: ClusterSnapshot, state: State, d: _Job, node: str,
+                   urgent: bool) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
+        a = state.alloc.get(d.view.job_id)
+        key = (d.view.job_id, node, a)
+        if key not in self._step_cache:
+            self._step_cache[key] = self._step_down_uncached(state, d, node)
+        return self._step_cache[key]
+
+    def _step_down_uncached(self, state: State, d: _Job, node: str
+                            ) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
+        """The donor's next valid configuration below its current one that frees at least one
+        GPU on ``node`` and stays on its own nodes, with its loss rate sigma-minus [3.3]; None
+        if it cannot give (at or below its minimum)."""
+        a = state.alloc.get(d.view.job_id)
+        if a is None:
+            return None
+        x = a.total
+        floor = d.min_gpus
+        if d.starving:  # a starving job keeps its smallest valid point [3.7]
+            floor = max(floor, d.jm.smallest_valid())
+        if (d.guaranteed or d.starving) and x <= floor:
+            return None
+        s_cur = self._speed_alloc(d.jm, a)
+        counts = a.counts()
+        reduced = dict(counts)
+        reduced[node] = counts.get(node, 0) - 1
+        if reduced[node] < 0:
+            return None
+        options = []
+        if not d.jm.rigid:
+            for c in d.jm.cands:
+                if c.gpus >= x or c.gpus < floor:
+                    continue
+                s = self.speed(d.jm.info, c, a.cpus_per_gpu, d.jm.t_ref)  # type: ignore[arg-type]
+                if d.guaranteed and s < 1.0 - self.sla_margin - 1e-9:
+                    continue
+                # prefer keeping GPUs off `node`: give it the lowest priority
+                pref = {n: k for n, k in reduced.items() if n != node}
+                emb = embed(c.shape, c.gpus, reduced, pref, [n for n in state.order
+                                                             if n != node] + [node])
+                if emb is not None:
+                    options.append((s, c, emb))
+        if options:
+            best_s = max(o[0] for o in options)
+            # the next valid point below: the fewest GPUs within 1% of the best below x
+            options.sort(key=lambda o: (o[0] < (1 - EPS_FLAT) * best_s, o[1].gpus, -o[0]))
+            s, c, emb = options[0]
+            sigma = 0.0 if s >= s_cur else (s_cur - s) / (x - c.gpus)
+            return (c, emb), sigma
+        if d.guaranteed or d.starving:
+            return None
+        return (None, {}), s_cur / x  # preemption of a best-effort job
+
+    def _apply_step(self, state: State, jobs: dict[str, _Job], djob: str,
+                    step: tuple[Cand | None, dict[str, int]], node: str) -> int:
+        """Shrink a donor to ``step``; returns the GPUs it released on ``node``."""
+        a = state.alloc[djob]
+        assert a is not None
+        before = a.count(node)
+        cand, emb = step
+        d = jobs[djob]
+        if cand is None:
+            state.set(djob, None)
+            d.shrank = True
+            return before
+        gpus = {n: sorted(a.indices(n))[:k] for n, k in emb.items()}
+        cpg = a.cpus_per_gpu
+        new = self._make_alloc_raw(d, cand, cpg, gpus, state)
+        state.set(djob, new)
+        d.shrank = True
+        return before - new.count(node)
+
+    def _make_alloc_raw(self, d: _Job, cand: Cand, cpg: int, gpus: dict[str, list[int]],
+                        state: State) -> Alloc:
+        info = d.jm.info
+        parts = tuple((n, tuple(g)) for n, g in gpus.items() if g)
+        total = sum(len(g) for _, g in parts)
+        cpus = tuple((n, min(state.nodes[n].cpus, cpg * len(g))) for n, g in parts)
+        mem = tuple((n, host_memory_gb(info.model, cand.plan, len(g), total)
+                     if info is not None and cand.plan is not None else 0.0) for n, g in parts)
+        return Alloc(parts, cpus, mem, cand, cpg)
+
+    # ------------------------------------------------------------------ actions
+    def _settings(self, j: _Job, a: Alloc) -> JobSettings:
+        info = j.jm.info
+        if info is None or a.cand.plan is None:
+            return JobSettings()
+        plan = a.cand.plan
+        steps = accumulation_steps(info.model, plan, a.total)
+        acc, micro = steps if steps else (1, None)
+        return JobSettings(
+            plan=plan.code,
+            cpus=sum(c for _, c in a.cpus),
+            mem_gb=round(sum(m for _, m in a.mem), 3) or None,
+            accumulation_steps=acc,
+            sub_batch_size=micro,
+        )
+
+    def _actions(self, snapshot: ClusterSnapshot, state: State, before: dict[str, Alloc | None],
+                 jobs: dict[str, _Job]) -> list[Action]:
+        preempts: list[Action] = []
+        moves: list[tuple[str, Alloc, JobSettings, bool]] = []
+        for jid, j in jobs.items():
+            old = before.get(jid)
+            new = state.alloc.get(jid)
+            if j.view.state is JobState.RUNNING:
+                if new is None:
+                    preempts.append(Preempt(job_id=jid, reason="rubick: shrunk to zero"))
+                    self._reconfs[jid] = self._reconfs.get(jid, 0) + 1
+                    continue
+                if old is not None and new.gpus == old.gpus and new.cand == old.cand and (
+                        new.cpus_per_gpu == old.cpus_per_gpu):
+                    continue
+                moves.append((jid, new, self._settings(j, new), True))
+                self._reconfs[jid] = self._reconfs.get(jid, 0) + 1
+            elif j.view.state is JobState.PENDING and new is not None:
+                moves.append((jid, new, self._settings(j, new), False))
+            if new is not None:
+                self.last_assigned[jid] = (new.cand, new.cpus_per_gpu,
+                                           self._speed_alloc(j.jm, new))
+        if len(self.last_assigned) > 4 * len(jobs) + 64:
+            self.last_assigned = {k: v for k, v in self.last_assigned.items() if k in jobs}
+            self._reconfs = {k: v for k, v in self._reconfs.items() if k in jobs}
+            self._models = {k: v for k, v in self._models.items() if k in jobs}
+            self._infos = {k: v for k, v in self._infos.items() if k in jobs}
+            self._minres = {k: v for k, v in self._minres.items() if k in jobs}
+            self.guaranteed = {k: v for k, v in self.guaranteed.items() if k in jobs}
+        # Order so every placement's GPUs are free when applied; break cycles by preempting.
+        held: dict[tuple[str, int], str] = {}
+        for jid, j in jobs.items():
+            a = before.get(jid)
+            if a is not None and j.view.state is JobState.RUNNING:
+                for n, g in a.gpus:
+                    for i in g:
+                        held[(n, i)] = jid
+        out: list[Action] = list(preempts)
+        for act in preempts:
+            for k in [k for k, v in held.items() if v == act.job_id]:
+                del held[k]
+        todo = list(moves)
+        while todo:
+            progressed = False
+            for item in list(todo):
+                jid, new, settings, running = item
+                slots = [(n, i) for n, g in new.gpus for i in g]
+                if all(held.get(s) in (None, jid) for s in slots):
+                    for k in [k for k, v in held.items() if v == jid]:
+                        del held[k]
+                    for s in slots:
+                        held[s] = jid
+                    out.append(self._place_action(jobs[jid], new, settings, running))
+                    todo.remove(item)
+                    progressed = True
+            if not progressed:
+                jid = todo[0][0]
+                out.append(Preempt(job_id=jid, reason="rubick: break a placement cycle"))
+                for k in [k for k, v in held.items() if v == jid]:
+                    del held[k]
+                todo[0] = (jid, todo[0][1], todo[0][2], False)
+        return out
+
+    def _place_action(self, j: _Job, a: Alloc, settings: JobSettings, running: bool) -> Action:
+        p = a.placement()
+        if j.jm.rigid and not running and a.total == j.view.spec.num_gpus:
+            return Start(job_id=j.view.job_id, placement=p, reason="rubick: rigid job")
+        plan = settings.plan or "as submitted"
+        why = f"rubick: {plan} on {a.total} GPU(s), {settings.cpus} CPU(s)"
+        return Reconfigure(job_id=j.view.job_id, placement=p, settings=settings, reason=why)
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, snapshot: ClusterSnapshot, job_id: str) -> str:
+        view = snapshot.by_id.get(job_id)
+        if view is None:
+            return f"job {job_id} is not active"
+        jm = self.job_model(view, snapshot)
+        if jm.rigid:
+            base = f"job {job_id}: unknown model, rigid on {view.spec.num_gpus} GPU(s)"
+        else:
+            valid = ", ".join(f"{x}:{jm.curve[x]:.2f}" for x in jm.valid)
+            base = (f"job {job_id} ({jm.info.model.name}, plan {jm.info.orig_plan.code}): "
+                    f"curve valid points {valid}; cap {jm.cap} GPUs")
+        if view.state is JobState.PENDING:
+            return base + f"; waits: up-slope {jm.sigma_plus(0):.3f} per GPU too low or no room"
+        return base + f"; running {view.settings.plan or 'as submitted'} on {view.placement}"
+
+
+# ============================================================================ plans
+def get_best_plan(model: ModelSpec, shape: Shape, cpus_per_gpu: float, predictor: Predictor,
+                  catalog: MeasuredCatalog | None = None, plans: Iterable[Plan] | None = None
+                  ) -> tuple[Plan, float] | None:
+    """GET_BEST_PLAN [3.6]: the feasible plan with the smallest predicted iteration time on a
+    placement shape (ties by plan order), with that time in seconds; None if none fits.
+
+    Feasible = measured on this shape for models with measured tables, else the plan space of
+    :func:`enumerate_plans` (analytic memory estimate)."""
+    cat = catalog or measured_catalog()
+    if plans is None:
+        if cat.rows.get(model.name):
+            plans = [p for p, s, _ in cat.configs(model.name) if s == shape]
+        else:
+            plans = enumerate_plans(model, shape)
+    best = None
+    for plan in plans:
+        t = predictor.iter_time_s(model, plan, shape, cpus_per_gpu)
+        if t is None:
+            continue
+        key = (t, plan_order(plan), plan)
+        if best is None or key < best[0]:
+            best = (key, plan, t)
+    return None if best is None else (best[1], best[2])
+
+
+# ============================================================================ curves
+def _fits_cluster(shape: Shape, sizes: list[int]) -> bool:
+    """Whether a shape embeds into empty nodes of these sizes (descending)."""
+    parts = sorted(shape, reverse=True)
+    return len(parts) <= len(sizes) and all(k <= s for k, s in zip(parts, sizes, strict=False))
+
+
+def _split(gpus: int, sizes: list[int]) -> list[int]:
+    """GPUs per node when filling the largest nodes first."""
+    out = []
+    for k in sizes:
+        if gpus <= 0:
+            break
+        out.append(min(k, gpus))
+        gpus -= out[-1]
+    return out or [gpus]
+
+
+def _same_family(plan: Plan, orig: Plan) -> bool:
+    """Rubick-R: the original plan type; 3D jobs scale their DP size only [4.4]."""
+    if orig.is_3d:
+        return plan.is_3d and plan.tp == orig.tp and plan.pp == orig.pp and plan.gc == orig.gc
+    return plan.family == orig.family and plan.gc == orig.gc
+
+
+def _rigid_model(gpus: int, total: int, version: int) -> JobModel:
+    cand = Cand(None, None, gpus)
+    curve = [0.0] * (total + 1)
+    for x in range(gpus, total + 1):
+        curve[x] = 1.0
+    return JobModel(None, [cand], {cand: 1.0}, curve, [gpus], gpus, 1.0, 1.0, version)
+
+
+def _curve_model(info: JobInfo, cands: list[Cand], speed: dict[Cand, float], total: int,
+                 c_curve: float, t_ref: float, version: int) -> JobModel:
+    best = [0.0] * (total + 1)
+    for c in cands:
+        if c.gpus <= total:
+            best[c.gpus] = max(best[c.gpus], speed[c])
+    curve = [0.0] * (total + 1)
+    valid: list[int] = []
+    for x in range(1, total + 1):
+        prev = curve[x - 1]
+        if best[x] > prev * (1 + EPS_FLAT) and best[x] > 0:
+            curve[x] = best[x]
+            valid.append(x)
+        else:
+            curve[x] = prev
+    top = curve[-1]
+    cap = next((x for x in valid if curve[x] >= (1 - EPS_FLAT) * top), valid[-1] if valid else 0)
+    return JobModel(info, cands, speed, curve, valid, cap, c_curve, t_ref, version)
+
+
+POLICIES = [
+    Rubick,
+    ("rubick-e", lambda: Rubick(variant="E"),
+     "Rubick-E: reconfigures plans only; resources fixed at the request (ablation)"),
+    ("rubick-r", lambda: Rubick(variant="R"),
+     "Rubick-R: re-allocates resources only; plan type fixed, 3D jobs scale DP (ablation)"),
+    ("rubick-n", lambda: Rubick(variant="N"),
+     "Rubick-N: neither; Rubick's ordering and placement only (ablation)"),
+]
