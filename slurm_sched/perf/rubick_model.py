@@ -34,6 +34,7 @@ predictors return seconds. Deviations from the paper are listed in ``docs/reprod
 
 from __future__ import annotations
 
+import abc
 import csv
 import logging
 import math
@@ -872,7 +873,7 @@ def measured_catalog() -> MeasuredCatalog:
 Config = tuple[Plan, Shape, float]  # plan, shape, CPUs per GPU
 
 
-class Predictor:
+class Predictor(abc.ABC):
     """Iteration time (s) of a model type in a configuration, as a scheduler believes it.
 
     ``model_version(name)`` changes whenever that model's predictions may have changed (refit,
@@ -881,9 +882,10 @@ class Predictor:
     def model_version(self, name: str) -> int:
         return 0
 
+    @abc.abstractmethod
     def iter_time_s(self, model: ModelSpec, plan: Plan, shape: Shape,
                     cpus_per_gpu: float) -> float | None:
-        raise NotImplementedError
+        """Predicted iteration time, or None where the configuration is infeasible."""
 
     def iter_times_s(self, model: ModelSpec, configs: Sequence[tuple[Plan, Shape]],
                      cpus_per_gpu: float) -> list[float | None]:
@@ -893,6 +895,7 @@ class Predictor:
     def observe(self, model: ModelSpec, plan: Plan, shape: Shape, cpus_per_gpu: float,
                 iter_s: float) -> None:
         """A running job reported its iteration time (ignored by default)."""
+        return None
 
 
 def _cpu_key(plan: Plan, cpus_per_gpu: float) -> float:
