@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check slurm_sched tests benchmarks
+.venv/bin/python -m ruff check slurm_sched tests benchmarks
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
