@@ -6,6 +6,7 @@ and exit code 2; never a traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -97,7 +98,39 @@ common_sim_options = [
     click.option("--format", "out_format", type=click.Choice(["table", "json"]),
                  default="table", show_default=True),
     click.option("--quiet", is_flag=True, help="No progress output."),
+    click.option("-o", "--option", "policy_options", multiple=True, metavar="KEY=VALUE",
+                 help="A policy option (repeatable), e.g. -o round_s=5 or -o tau=0; values are "
+                      "JSON (numbers, true/false, lists) or plain strings. With several "
+                      "policies it goes to each that takes it; `slurm-sched policies "
+                      "--options` lists them."),
 ]
+
+
+def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, dict[str, object]]:
+    """``KEY=VALUE`` items -> {policy: {key: value}} for each named policy that takes the key.
+
+    A key that none of ``names`` takes is an :class:`InputError` naming it.
+    """
+    parsed: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise InputError("expected KEY=VALUE", field="--option", value=item)
+        try:
+            parsed[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed[key] = raw
+    per_policy: dict[str, dict[str, object]] = {n: {} for n in names}
+    for key, value in parsed.items():
+        takers = [n for n in names if key in registry.info(n).options]
+        if not takers:
+            raise InputError(
+                f"no policy of {', '.join(names)} takes this option (see `slurm-sched policies "
+                "--options`)", field="--option", value=f"{key}={value}")
+        for n in takers:
+            per_policy[n][key] = value
+    return per_policy
 
 
 def _with_options(options):
@@ -133,14 +166,16 @@ def _world(names: list[str], progress_model: str | None) -> str:
     return wanted.pop() if wanted else "identity"
 
 
-def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None):
+def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None, options=()):
     from slurm_sched.sim.runner import simulate
 
+    per_policy = parse_policy_options(options, names)
     world = _world(names, progress_model)
     results = {}
     for name in names:
         prog = _Progress(name, enabled=not quiet)
-        res = simulate(jobs, cluster, name, restart_overhead_s=restart_overhead_s,
+        policy = registry.create(name, per_policy[name])
+        res = simulate(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
                        progress_model=world, on_progress=prog)
         for spec, why in res.rejected[:1]:
             click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
@@ -160,11 +195,12 @@ def _emit(results, out_format: str) -> None:
 @click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
 @_with_options(common_sim_options)
 def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, progress_model,
-             out_format, quiet):
+             out_format, quiet, policy_options):
     """Simulate one policy on a trace."""
     names = _policy_names(policy)
     jobs = _load_trace(trace, trace_format, limit)
-    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model), out_format)
+    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model,
+               policy_options), out_format)
 
 
 @cli.command()
@@ -173,11 +209,12 @@ def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, pr
               help="Write a JCT CDF plot (PNG) here.")
 @_with_options(common_sim_options)
 def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit,
-            progress_model, out_format, quiet):
+            progress_model, out_format, quiet, policy_options):
     """Simulate several policies on the same trace and compare them."""
     names = _policy_names(policies)
     jobs = _load_trace(trace, trace_format, limit)
-    results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model)
+    results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model,
+                   policy_options)
     _emit(results, out_format)
     if plot:
         from slurm_sched.sim.report import plot_jct_cdf
@@ -189,19 +226,28 @@ def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, li
 
 
 @cli.command()
-def policies() -> None:
+@click.option("--options", "show_options", is_flag=True,
+              help="Also list each policy's options (for -o KEY=VALUE).")
+def policies(show_options: bool) -> None:
     """List the available policies: name, paper, one line each."""
     infos = registry.available()
     w = max(len(p.name) for p in infos)
     for p in infos:
         oracle = " [uses true durations]" if p.clairvoyant else ""
         click.echo(f"{p.name.ljust(w)}  {p.summary}{oracle}  ({p.paper})")
+        if show_options:
+            click.echo(f"{'':{w}}  options: {', '.join(p.options) or 'none'}")
 
 
 def _add_optional_groups() -> None:
     from slurm_sched.runtime.profile_cli import profile  # torch is imported only when it runs
 
     cli.add_command(profile)
+    from slurm_sched.service.tools_cli import explain_cmd, replay_cmd, snapshot_cmd
+
+    cli.add_command(snapshot_cmd)
+    cli.add_command(replay_cmd)
+    cli.add_command(explain_cmd)
     try:
         from slurm_sched.slurm.cluster_cli import cluster_cli
     except ImportError:  # the Slurm side is optional for pure simulation users

@@ -43,6 +43,7 @@ Deviations / readings (see docs/reproductions/a-srpt.md):
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import deque
@@ -503,8 +504,8 @@ class ASrpt(PredictiveBase):
 
 POLICIES = [
     ASrpt,
-    ("a-srpt-tau0", lambda: ASrpt(tau=0.0),
+    ("a-srpt-tau0", functools.partial(ASrpt, tau=0.0),
      "A-SRPT with tau=0 (no delay for communication-heavy jobs, the paper's testbed setting)"),
-    ("a-srpt-nonblocking", lambda: ASrpt(nonblocking_delay=True),
+    ("a-srpt-nonblocking", functools.partial(ASrpt, nonblocking_delay=True),
      "A-SRPT whose delayed communication-heavy jobs do not block the queue (reading B5 flag)"),
 ]

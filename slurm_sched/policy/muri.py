@@ -56,6 +56,7 @@ Deviations (documented in ``docs/reproductions/muri.md``):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Hashable, Sequence
@@ -885,12 +886,12 @@ POLICIES = [
     MuriL,
     (
         "muri-l-worst-ordering",
-        lambda: MuriL(ordering="worst"),
+        functools.partial(MuriL, ordering="worst"),
         "Muri-L ablation: every group uses its worst stage ordering",
     ),
     (
         "muri-l-no-blossom",
-        lambda: MuriL(grouping="consecutive"),
+        functools.partial(MuriL, grouping="consecutive"),
         "Muri-L ablation w/o Blossom: consecutive priority-ordered jobs grouped 4 at a time",
     ),
 ]

@@ -6,14 +6,17 @@ Third-party packages register policies under the entry-point group ``slurm_sched
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from slurm_sched.errors import UnknownPolicyError
+from slurm_sched.errors import InputError, UnknownPolicyError
 from slurm_sched.policy.base import Policy
 
-PolicyFactory = Callable[[], Policy]
+#: Builds a policy; keyword arguments are the policy's options (``round_s=5``, ``tau=0``...).
+PolicyFactory = Callable[..., Policy]
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,21 @@ class PolicyInfo:
     paper: str
     summary: str
     clairvoyant: bool
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """Keyword options ``create(name, options)`` accepts (the factory's parameters)."""
+        return option_names(self.factory)
+
+
+def option_names(factory: PolicyFactory) -> tuple[str, ...]:
+    """The keyword parameters of a policy factory (a class or a ``functools.partial``)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature take no options
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in params if p.kind in kinds)
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}
@@ -46,7 +64,7 @@ def register_class(cls: type[Policy], name: str | None = None, **kwargs: object)
     """Register a Policy subclass, taking paper/summary from its class attributes."""
     register(
         name or cls.name,
-        lambda: cls(**kwargs),
+        functools.partial(cls, **kwargs),
         paper=cls.paper,
         summary=cls.summary,
         clairvoyant=cls.clairvoyant,
@@ -78,12 +96,38 @@ def names() -> list[str]:
     return [p.name for p in available()]
 
 
-def create(name: str) -> Policy:
-    """A fresh policy instance by registry name."""
+def info(name: str) -> PolicyInfo:
+    """The registration of ``name``; :class:`UnknownPolicyError` lists the known names."""
     _builtins()
-    info = _REGISTRY.get(name.strip().lower())
-    if info is None:
+    found = _REGISTRY.get(name.strip().lower())
+    if found is None:
         raise UnknownPolicyError(
             f"unknown policy; known: {', '.join(_REGISTRY)}", field="policy", value=name
         )
-    return info.factory()
+    return found
+
+
+def create(name: str, options: Mapping[str, object] | None = None) -> Policy:
+    """A fresh policy instance by registry name, with optional keyword ``options``.
+
+    An option the policy does not take, or a value its constructor refuses, raises
+    :class:`InputError` naming the option and the value (never a traceback for the user).
+    """
+    found = info(name)
+    if not options:
+        return found.factory()
+    accepted = found.options
+    for key, value in options.items():
+        if key not in accepted:
+            takes = ", ".join(accepted) if accepted else "none"
+            raise InputError(
+                f"policy {found.name!r} has no option {key!r} (its options: {takes})",
+                field="policy option", value=f"{key}={value}",
+            )
+    try:
+        return found.factory(**options)
+    except (TypeError, ValueError) as e:
+        shown = ",".join(f"{k}={v}" for k, v in options.items())
+        raise InputError(
+            f"policy {found.name!r} refused its options: {e}", field="policy option", value=shown
+        ) from e

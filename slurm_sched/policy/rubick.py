@@ -49,6 +49,7 @@ Deviations and readings (details and evidence in ``docs/reproductions/rubick.md`
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable
@@ -1186,10 +1187,10 @@ def _curve_model(info: JobInfo, cands: list[Cand], speed: dict[Cand, float], tot
 
 POLICIES = [
     Rubick,
-    ("rubick-e", lambda: Rubick(variant="E"),
+    ("rubick-e", functools.partial(Rubick, variant="E"),
      "Rubick-E: reconfigures plans only; resources fixed at the request (ablation)"),
-    ("rubick-r", lambda: Rubick(variant="R"),
+    ("rubick-r", functools.partial(Rubick, variant="R"),
      "Rubick-R: re-allocates resources only; plan type fixed, 3D jobs scale DP (ablation)"),
-    ("rubick-n", lambda: Rubick(variant="N"),
+    ("rubick-n", functools.partial(Rubick, variant="N"),
      "Rubick-N: neither; Rubick's ordering and placement only (ablation)"),
 ]

@@ -106,3 +106,55 @@ def test_console_script_exit_code_without_traceback(tmp_path):
     assert p.returncode == 2
     assert p.stderr.startswith("error: ") and "submit_time_s" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_policy_option_reaches_only_the_policies_that_take_it(tmp_path, capsys):
+    trace = write(tmp_path, CANON)
+    args = ["compare", "--trace", trace, "--policies", "fifo,tiresias", "--cluster", "1x4",
+            "--restart-overhead-s", "0", "--format", "json", "--quiet"]
+    rc, out, _ = run(capsys, *args)
+    assert rc == 0
+    default = {r["policy"]: r for r in json.loads(out)}
+    # a 10 GPU-s first queue demotes job a (2 GPUs) after 5 s, so b preempts it
+    rc, out, _ = run(capsys, *args, "-o", "thresholds_gpu_s=[10]")
+    assert rc == 0
+    tuned = {r["policy"]: r for r in json.loads(out)}
+    assert tuned["fifo"] == default["fifo"]
+    assert default["tiresias"]["preemptions"] == 0 and tuned["tiresias"]["preemptions"] == 2
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("round_s=5", "field '--option' = 'round_s=5': no policy of fifo, tiresias takes"),
+        ("nokey", "field '--option' = 'nokey': expected KEY=VALUE"),
+        ("thresholds_gpu_s=abc", "field 'policy option' = 'thresholds_gpu_s=abc': policy "
+                                 "'tiresias' refused its options"),
+    ],
+)
+def test_bad_policy_option_is_one_line_exit_2(tmp_path, capsys, option, expected):
+    trace = write(tmp_path, CANON)
+    rc, out, err = run(capsys, "compare", "--trace", trace, "--policies", "fifo,tiresias",
+                       "--cluster", "1x4", "--quiet", "-o", option)
+    assert rc == 2 and out == ""
+    assert err.startswith(f"error: {expected}") and err.count("\n") == 1, err
+
+
+def test_registry_options_come_from_the_constructor():
+    from slurm_sched.errors import InputError
+    from slurm_sched.policy import registry
+
+    assert "round_s" in registry.info("sia").options
+    assert registry.create("sia", {"round_s": 5.0}).round_s == 5.0
+    # a variant keeps its own fixed parameters and still takes the others
+    assert registry.create("a-srpt-tau0").tau == 0.0
+    assert registry.create("a-srpt-tau0", {"tau": 2.0}).tau == 2.0
+    assert registry.info("fifo").options == ()
+    with pytest.raises(InputError, match="has no option 'x'"):
+        registry.create("fifo", {"x": 1})
+
+
+def test_policies_options_flag_lists_options(capsys):
+    rc, out, _ = run(capsys, "policies", "--options")
+    assert rc == 0
+    assert "options: catalog, restart_cost_s, round_s" in out
