@@ -6,18 +6,21 @@ Run as root; it starts and stops its OWN cluster (/tmp/slurm-sched-bench, ports 
     python benchmarks/bench_slurm_start.py --jobs 100 --out /tmp/x.json
 
 What it does, honestly: 8 fake nodes x 64 fake GPUs (512 GPUs, 128 CPUs each) so that all 500
-one-GPU ``sleep 30`` jobs can run at once; the jobs are submitted held (the submit plugin holds
-every job of the managed partition); one ``snapshot()``; then ONE ``apply()`` with 500 Starts
-(job i on node i // 64, GPU i % 64, where Slurm also puts it). Reported:
+one-GPU ``sleep 30`` jobs can run at once; the jobs are submitted under the submit plugin's
+fail-open lease (begin time 120 s ahead, so Slurm does not start them itself); one
+``snapshot()``; then ONE ``apply()`` with 500 Starts (job i on node i // 64, GPU i % 64, where
+Slurm also puts it). Reported:
 
-- ``apply_s``: wall time of that ``apply()`` (validation, settings files, the pin batch and the
-  release batch: two ``scontrol`` processes fed on stdin);
-- ``bulk_release_to_running_*``: per job, from its release (estimated: the release batch runs its
-  lines one after the other, so line k is taken to run at start + (k + 0.5) / n of the batch) to
-  the first ``squeue`` poll (every 50 ms) that shows it RUNNING;
+- ``apply_s``: wall time of that ``apply()`` (validation, settings files, and the pin batch: ONE
+  ``scontrol`` process fed on stdin; each pin's ``StartTime=now`` starts the job. Before the
+  lease design jobs were held and a second, release batch followed the pins);
+- ``bulk_release_to_running_*``: per job, from the command that lets it start (the last batch of
+  the ``apply()``: the pin now, the release before; estimated: the batch runs its lines one after
+  the other, so line k is taken to run at start + (k + 0.5) / n of the batch) to the first
+  ``squeue`` poll (every 50 ms) that shows it RUNNING;
 - ``probe_release_to_running_*``: afterwards, with the 500 jobs cancelled, ``--probe`` (20) jobs
-  started one ``apply()`` at a time, 1 s apart: from ``apply()`` returning (the release is its
-  last command) to the first poll that shows the job RUNNING. This is the latency a single start
+  started one ``apply()`` at a time, 1 s apart: from ``apply()`` returning (the pin is its last
+  command) to the first poll that shows the job RUNNING. This is the latency a single start
   sees;
 - how many placements Slurm made differently (GPU index), and the machine's load average (the
   numbers are only comparable between runs on an otherwise idle machine).

@@ -4,10 +4,15 @@ slurm_sched job_submit plugin (Slurm JobSubmitPlugins=lua).
 For jobs in the partitions managed by the slurm_sched external scheduler it
   1. validates the job hints in `--comment` (schema v1, see docs/hints.md) and
      rejects a bad hint at submit time with a one-line message that sbatch prints;
-  2. submits the job held (priority 0), so that only the external scheduler
-     starts it (it pins the nodes, then runs `scontrol release`);
-  3. refuses every change to a managed job (update, hold, release, moving it
-     between partitions) unless it comes from an admin uid (the scheduler).
+  2. gives the job a LEASE: its begin time is set LEASE_S seconds ahead, so that
+     Slurm's own scheduler does not start it before then. The running scheduler
+     daemon renews the lease of every job it has not started yet, and starts a
+     job by pinning its nodes together with `StartTime=now`. If the daemon stops,
+     the leases run out and Slurm schedules the jobs itself (fail-open: no job
+     waits forever for a scheduler that is gone);
+  3. refuses every change to a managed job (update, StartTime/begin time, hold,
+     release, moving it between partitions) unless it comes from an admin uid
+     (the scheduler), so that owners cannot jump the queue.
 Jobs in other partitions are not touched.
 
 The hint rules are the same as slurm_sched/slurm/hints.py (checked by
@@ -21,6 +26,7 @@ on Lua 5.3. Nothing outside this file is required.
 local MANAGED_PARTITIONS = "sched" -- partitions whose jobs the scheduler runs
 local DEFAULT_PARTITION = "sched" -- slurm.conf's Default=YES partition (jobs without -p)
 local ADMIN_UIDS = "0" -- uids allowed to modify managed jobs (root, the scheduler's user)
+local LEASE_S = 120 -- seconds before Slurm may start a managed job on its own (fail-open lease)
 
 local MAX_COMMENT_BYTES = 1024
 local SCHEMA_VERSION = 1
@@ -359,6 +365,11 @@ local function csv_set(csv, as_number)
   return set
 end
 
+-- The begin time a managed job gets at submit (global so that tests can call it).
+function slurm_sched_lease_end(now)
+  return now + LEASE_S
+end
+
 local MANAGED = csv_set(MANAGED_PARTITIONS, false)
 local ADMINS = csv_set(ADMIN_UIDS, true)
 
@@ -379,8 +390,15 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_user("%s", "slurm_sched: " .. msg)
     return slurm.ERROR
   end
-  -- held (Reason=JobHeldUser): only the external scheduler releases it
-  job_desc.priority = 0
+  -- not held: begin time LEASE_S ahead (Reason=BeginTime). The scheduler renews it while
+  -- it runs; a `--begin` of the user is replaced (the scheduler decides when jobs start).
+  job_desc.begin_time = slurm_sched_lease_end(os.time())
+  -- a submit-time hold (`sbatch --hold`, priority 0) would keep the job from Slurm for ever
+  -- once the scheduler is gone, and the owner could not release it: dropped
+  if job_desc.priority == 0 then
+    slurm.log_info("slurm_sched: dropped the submit hold of a job from uid %s", tostring(submit_uid))
+    job_desc.priority = slurm.NO_VAL
+  end
   return slurm.SUCCESS
 end
 
@@ -398,4 +416,5 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   return slurm.SUCCESS
 end
 
-slurm.log_info("slurm_sched: job_submit.lua loaded (managed partitions: %s)", MANAGED_PARTITIONS)
+slurm.log_info("slurm_sched: job_submit.lua loaded (managed partitions: %s, lease %d s)",
+  MANAGED_PARTITIONS, LEASE_S)

@@ -248,6 +248,9 @@ def _add_optional_groups() -> None:
     cli.add_command(snapshot_cmd)
     cli.add_command(replay_cmd)
     cli.add_command(explain_cmd)
+    from slurm_sched.service.run_cli import run_cmd
+
+    cli.add_command(run_cmd)
     try:
         from slurm_sched.slurm.cluster_cli import cluster_cli
     except ImportError:  # the Slurm side is optional for pure simulation users

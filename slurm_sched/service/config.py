@@ -9,6 +9,9 @@ Example ``/etc/slurm-sched/config.toml``::
     period_s = 5
     lease_s = 120
     managed_partitions = ["sched"]
+    settings_dir = "/shared/slurm-sched/job-settings"
+
+    [policy_options]        # the policy's options (slurm-sched policies --options)
 
     [safety]
     min_runtime_before_preempt_s = 300
@@ -27,10 +30,26 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from slurm_sched.errors import InputError
+
+
+class _FieldError(ValueError):
+    """A cross-field check that blames one field (reported with its name and value)."""
+
+    def __init__(self, field: str, value: Any, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
 
 
 class SafetyConfig(BaseModel):
@@ -49,9 +68,13 @@ class SafetyConfig(BaseModel):
 class ObservabilityConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: JSON-lines decision log (one line per action, with its reason; None: no log)
     decision_log: Path | None = None
+    #: serve Prometheus /metrics on metrics_host:metrics_port
+    metrics: bool = True
     metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = Field(default=9810, ge=1, le=65535)
+    #: 0: any free port (logged at start); None: no endpoint
+    metrics_port: int | None = Field(default=9810, ge=0, le=65535)
     log_level: str = "INFO"
 
     @field_validator("log_level")
@@ -71,18 +94,33 @@ class ServiceConfig(BaseSettings):
     )
 
     policy: str = "tiresias"
-    #: Longest time between two scheduling cycles (Slurm events wake the loop earlier).
+    #: Keyword options of the policy (``slurm-sched policies --options`` lists them).
+    policy_options: dict[str, Any] = Field(default_factory=dict)
+    #: Longest time between two scheduling cycles; at most ``lease_s / 4`` so that a lease is
+    #: renewed twice before it can run out.
     period_s: float = Field(default=5.0, gt=0, le=3600)
     #: Fail-open lease: if the daemon stops renewing, managed jobs are left to Slurm's own
-    #: scheduler after at most this long.
+    #: scheduler after at most this long (plus Slurm's periodic pass, ``sched_interval``).
     lease_s: float = Field(default=120.0, ge=10, le=3600)
     managed_partitions: tuple[str, ...] = ("sched",)
+    #: slurm.conf of the cluster (exported as SLURM_CONF to every Slurm command; None: the
+    #: Slurm clients' default)
     slurm_conf: Path | None = None
-    settings_dir: Path = Path("/var/lib/slurm-sched/job-settings")
+    #: State dir of a local mini cluster (``slurm-sched cluster up``): its SLURM_CONF, and
+    #: ``<dir>/job-settings`` as the settings dir unless ``settings_dir`` is given.
+    mini_cluster: Path | None = None
+    #: Per-job settings/progress files shared with the jobs (default
+    #: /var/lib/slurm-sched/job-settings, or the mini cluster's)
+    settings_dir: Path | None = None
+    #: the daemon's own files: ``daemon.json`` (pid, mode, policy, /metrics address)
     state_dir: Path = Path("/var/lib/slurm-sched")
     #: Shadow mode: decide and log the scontrol commands it would run, change nothing.
     dry_run: bool = False
-    command_timeout_s: float = Field(default=30.0, gt=0)
+    command_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: A pinned job not running after this long gets its lease back (GPUs not free after all).
+    start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: Jobs per GPU (>1 needs gres/shard); None: 2 for a policy that shares GPUs, else 1.
+    max_jobs_per_gpu: int | None = Field(default=None, ge=1, le=64)
     safety: SafetyConfig = SafetyConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
 
@@ -102,6 +140,38 @@ class ServiceConfig(BaseSettings):
             raise ValueError("needs at least one non-empty partition name")
         return v
 
+    @model_validator(mode="after")
+    def _consistent(self) -> ServiceConfig:
+        if self.period_s > self.lease_s / 4:
+            raise _FieldError(
+                "period_s",
+                self.period_s,
+                f"must be at most lease_s / 4 = {self.lease_s / 4:g}, so that every lease is "
+                "renewed before it runs out",
+            )
+        from slurm_sched.policy import registry
+
+        if self.policy in registry.names():
+            accepted = registry.info(self.policy).options
+            for key in self.policy_options:
+                if key not in accepted:
+                    raise _FieldError(
+                        f"policy_options.{key}",
+                        self.policy_options[key],
+                        f"policy {self.policy!r} has no such option "
+                        f"(its options: {', '.join(accepted) or 'none'})",
+                    )
+        return self
+
+    @property
+    def job_settings_dir(self) -> Path:
+        """Where per-job settings and progress files live."""
+        if self.settings_dir is not None:
+            return self.settings_dir
+        if self.mini_cluster is not None:
+            return self.mini_cluster / "job-settings"
+        return Path("/var/lib/slurm-sched/job-settings")
+
 
 def _first_error(e: ValidationError, source: str, data: dict[str, Any]) -> InputError:
     err = e.errors()[0]
@@ -112,6 +182,9 @@ def _first_error(e: ValidationError, source: str, data: dict[str, Any]) -> Input
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown setting"
+    exc = (err.get("ctx") or {}).get("error")
+    if isinstance(exc, _FieldError):
+        loc, value, msg = exc.field, exc.value, str(exc)
     return InputError(msg, source=source, field=loc, value=value)
 
 
@@ -132,6 +205,11 @@ def load_config(path: str | Path | None = None) -> ServiceConfig:
             raise InputError("config is not UTF-8 text", source=source) from None
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"not valid TOML: {e}", source=source) from None
+    for key, value in data.items():
+        # only field names: a TOML key such as `_cli_parse_args` or `_env_file` would otherwise
+        # reach BaseSettings.__init__ as one of its own options (found by fuzzing)
+        if key not in ServiceConfig.model_fields:
+            raise InputError("unknown setting", source=source, field=key, value=value)
     try:
         return ServiceConfig(**data)
     except ValidationError as e:

@@ -2,11 +2,19 @@
 
 No client library: the few metric kinds the daemon needs (counters with labels, gauges, a
 cycle-latency summary) are written by hand in the exposition format version 0.0.4.
+
+Besides the cycle, action and cluster metrics: ``errors_total{kind}`` (cycles that failed:
+``unavailable`` = slurmctld not answering, ``slurm`` = a Slurm command or its output was
+unusable, ``internal`` = a bug), ``lease_renewals_total{outcome}``, ``safety_refusals_total``,
+``reconciled_total{what}`` (what the start-up reconciliation did), ``shadow_placements_total
+{outcome}`` (shadow mode: the policy's placement compared with Slurm's), and
+``last_cycle_timestamp_seconds`` (alert when it stops moving).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from slurm_sched.model import ActionResult, ClusterSnapshot
@@ -28,6 +36,39 @@ class SchedulerMetrics:
         self.gpus_total = 0
         self.gpus_busy = 0
         self.up = 1
+        self.errors: dict[str, int] = {}
+        self.lease_renewals: dict[str, int] = {}
+        self.safety_refusals = 0
+        self.reconciled: dict[str, int] = {}
+        self.shadow: dict[str, int] = {}
+        self.last_cycle_timestamp_s = 0.0
+        self.info: dict[str, str] = {}
+
+    def set_info(self, **labels: str) -> None:
+        """Constant labels of ``slurm_sched_info`` (policy, mode)."""
+        with self._lock:
+            self.info = dict(labels)
+
+    def count_error(self, kind: str) -> None:
+        with self._lock:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+
+    def add(self, family: str, label: str, n: int = 1) -> None:
+        """Add ``n`` to a labelled counter: ``lease_renewals``, ``reconciled`` or ``shadow``."""
+        if n == 0:
+            return
+        with self._lock:
+            counter: dict[str, int] = getattr(self, family)
+            counter[label] = counter.get(label, 0) + n
+
+    def set_counts(self, family: str, counts: dict[str, int]) -> None:
+        """Replace a labelled counter with totals kept elsewhere (e.g. the backend's)."""
+        with self._lock:
+            setattr(self, family, dict(counts))
+
+    def count_refusals(self, n: int) -> None:
+        with self._lock:
+            self.safety_refusals += n
 
     def observe_cycle(self, latency_s: float, results: list[ActionResult]) -> None:
         with self._lock:
@@ -35,6 +76,7 @@ class SchedulerMetrics:
             self.cycle_latency_sum_s += latency_s
             self.cycle_latency_max_s = max(self.cycle_latency_max_s, latency_s)
             self.last_cycle_latency_s = latency_s
+            self.last_cycle_timestamp_s = time.time()
             for r in results:
                 key = (r.action.kind, "ok" if r.ok else "failed")
                 self.actions[key] = self.actions.get(key, 0) + 1
@@ -65,6 +107,31 @@ class SchedulerMetrics:
             ]
             for (kind, outcome), n in sorted(self.actions.items()):
                 lines.append(f'slurm_sched_actions_total{{kind="{kind}",outcome="{outcome}"}} {n}')
+            for name, help_, label, counter in [
+                ("errors_total", "Cycles that failed, by kind.", "kind", self.errors),
+                ("lease_renewals_total", "Fail-open lease renewals, by outcome.", "outcome",
+                 self.lease_renewals),
+                ("reconciled_total", "Jobs the start-up reconciliation acted on.", "what",
+                 self.reconciled),
+                ("shadow_placements_total", "Shadow mode: policy placement vs Slurm's.",
+                 "outcome", self.shadow),
+            ]:
+                lines += [f"# HELP slurm_sched_{name} {help_}",
+                          f"# TYPE slurm_sched_{name} counter"]
+                lines += [f'slurm_sched_{name}{{{label}="{k}"}} {n}'
+                          for k, n in sorted(counter.items())]
+            lines += [
+                "# HELP slurm_sched_safety_refusals_total Actions dropped by the safety limits.",
+                "# TYPE slurm_sched_safety_refusals_total counter",
+                f"slurm_sched_safety_refusals_total {self.safety_refusals}",
+                "# HELP slurm_sched_last_cycle_timestamp_seconds When the last cycle ended.",
+                "# TYPE slurm_sched_last_cycle_timestamp_seconds gauge",
+                f"slurm_sched_last_cycle_timestamp_seconds {self.last_cycle_timestamp_s:.3f}",
+            ]
+            if self.info:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(self.info.items()))
+                lines += ["# HELP slurm_sched_info The daemon's policy and mode.",
+                          "# TYPE slurm_sched_info gauge", f"slurm_sched_info{{{labels}}} 1"]
             util = self.gpus_busy / self.gpus_total if self.gpus_total else 0.0
             for name, help_, value in [
                 ("pending_jobs", "Managed jobs waiting.", self.pending_jobs),

@@ -6,11 +6,17 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
   only jobs of the managed partitions, and builds one :class:`JobView` per unfinished job. GPUs
   held by any other job (unmanaged partitions, jobs left to Slurm) are not free in
   ``known_free_gpus``. It also moves the backend's own in-flight work forward (this is the only
-  place besides ``apply`` that runs commands): it re-pins and releases jobs whose requeue has
-  finished (Migrate/Reconfigure), re-holds jobs that a pin could not start within
-  ``start_timeout_s``, re-holds managed jobs that somebody else released, and releases to Slurm
-  (with a warning) jobs it cannot understand.
-- Slurm is eventually consistent: after ``release`` a job needs ~0.4-1 s to be RUNNING. Between
+  place besides ``apply`` that runs commands): it re-pins jobs whose requeue has finished
+  (Migrate/Reconfigure), takes back the start of jobs that a pin could not start within
+  ``start_timeout_s`` (their begin time goes a lease ahead again), renews the fail-open lease of
+  every pending managed job (below), and hands to Slurm (with a warning) jobs it cannot
+  understand. GPUs that Slurm counts as used although no job holds them (an accounting leak of
+  22.05.8 after a slurmctld restart) are shown as foreign load (:attr:`phantom_gpus`).
+- Fail-open lease (``slurm_sched/service/lease.py``): managed jobs are not held; the submit
+  plugin sets their begin time a lease ahead, and every fresh snapshot pushes
+  ``StartTime=now+lease_s`` on each pending managed job whose lease is due (one ``scontrol``
+  batch). A Start is the pin with ``StartTime=now``. Once nobody renews, Slurm starts the jobs.
+- Slurm is eventually consistent: after a pin a job needs ~0.4-1 s to be RUNNING. Between
   ``apply`` and that moment the snapshot shows the job RUNNING on the placement asked for (an
   *intent*), so no policy books those GPUs twice; once Slurm reports the job, its real
   placement replaces the intent. Slurm picks GPU indices itself (lowest free first); when they
@@ -23,8 +29,12 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
   one ``scontrol`` batch. It is idempotent per ``request_id`` and raises only
   :class:`~slurm_sched.errors.BackendUnavailableError`.
 - Jobs the backend cannot understand (a bad hint that slipped past the submit plugin, GRES it
-  does not know, no GPU at all) are *released to Slurm* unpinned, logged with a warning and
-  listed in :attr:`SlurmBackend.left_to_slurm`: never dropped silently, never held forever.
+  does not know, no GPU at all) are *released to Slurm* unpinned (``StartTime=now``, plus
+  ``release`` if held), logged with a warning and listed in :attr:`SlurmBackend.left_to_slurm`:
+  never dropped silently, never held forever.
+- ``dry_run=True`` (shadow mode): squeue/sinfo run for real, but every command that would change
+  Slurm is only recorded (:attr:`SlurmBackend.dry_commands`), no file is written, and ``apply``
+  leaves no trace in the next snapshot: it validates and translates, then forgets.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from slurm_sched.model import (
     Placement,
     Start,
 )
+from slurm_sched.service.lease import Lease
 from slurm_sched.slurm import parse
 from slurm_sched.slurm.hints import (
     HintError,
@@ -59,7 +70,7 @@ from slurm_sched.slurm.hints import (
     parse_hints,
 )
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError, SlurmNode
-from slurm_sched.slurm.runner import CommandRunner
+from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import (
     Ledger,
     Progress,
@@ -84,7 +95,17 @@ log = logging.getLogger(__name__)
 
 Slot = tuple[str, int]
 FOREIGN = "<foreign>"
-#: Translation note: a Preempt of a job released but not started yet is carried out as a hold
+#: A requeued job is not launched again on a node of its killed run sooner than this (seconds)
+#: after the requeue returned: slurmd revokes the job's credential at the requeue time (whole
+#: seconds) and refuses a launch whose credential is from that same second ("Killing
+#: non-startable batch JobId=X: Job credential revoked", the job ends FAILED). Slurm itself
+#: avoids it by setting the begin time 121 s ahead; the scheduler's StartTime=now skips that.
+REQUEUE_GRACE_S = 1.5
+#: After slurmctld did not answer, read sinfo with every fresh squeue for this long (seconds):
+#: its GPU accounting may have leaked (see SlurmBackend._update_phantoms)
+EAGER_SINFO_S = 120.0
+#: Translation note: a Preempt of a job pinned but not started yet takes the start back (its begin
+#: time goes a lease ahead again)
 UNSTART = "unstart"
 
 _RUNNING_STATES = frozenset({"RUNNING", "CONFIGURING"})
@@ -99,8 +120,8 @@ class ActionRejected(Exception):
 class Intent:
     """Work the backend started and Slurm has not finished yet.
 
-    phase ``released``: pinned and released, waiting for RUNNING; ``requeueing``: requeuehold
-    issued, ``after`` stages to run once the job is PENDING again; ``preempting``: requeuehold
+    phase ``released``: pinned (``StartTime=now``), waiting for RUNNING; ``requeueing``: requeue
+    issued, ``after`` stages to run once the job is PENDING again; ``preempting``: requeue
     issued, the job is PENDING for the policy already.
     """
 
@@ -134,7 +155,9 @@ class BackendStats:
     commands: int = 0
     batches: int = 0
     start_timeouts: int = 0
-    reheld: int = 0
+    lease_renewals: int = 0
+    lease_failures: int = 0
+    released_held: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -147,14 +170,18 @@ class SlurmBackend(ClusterBackend):
         settings_dir: where per-job settings, progress reports and ledgers live.
         max_jobs_per_gpu: sharing capacity C of a GPU (1 = exclusive; >1 needs gres/shard).
         sinfo_refresh_s: how long the node list (``sinfo --json``) is cached.
-        start_timeout_s: a released job not RUNNING after this long is held again (its GPUs were
-            not free after all, e.g. taken by a job of another partition).
+        start_timeout_s: a pinned job not RUNNING after this long gets its lease back (its GPUs
+            were not free after all, e.g. taken by a job of another partition).
         min_query_interval_s: a snapshot taken sooner than this after the previous ``squeue``
             reuses its output (plus everything applied since). ``squeue --json`` costs 50-500 ms
             on a busy 2-core machine with a few hundred jobs, and the controller asks for a
             snapshot right after every ``apply``.
         expect_jobs: job ids after whose completion ``finished()`` returns True.
         clock: wall clock (epoch seconds), replaceable in tests.
+        lease_s: the fail-open lease renewed on every pending managed job (None: no renewals,
+            for a cluster whose submit plugin still holds jobs).
+        dry_run: shadow mode (see the module docstring); the runner is wrapped in a
+            :class:`~slurm_sched.slurm.runner.DryRunRunner`.
     """
 
     def __init__(
@@ -169,14 +196,20 @@ class SlurmBackend(ClusterBackend):
         min_query_interval_s: float = 0.25,
         expect_jobs: Iterable[str] = (),
         clock: Callable[[], float] = time.time,
+        lease_s: float | None = 120.0,
+        dry_run: bool = False,
     ) -> None:
         if max_jobs_per_gpu < 1:
             raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
         if not partitions:
             raise ValueError("at least one managed partition is needed")
+        self.dry_run = dry_run
+        if dry_run and not isinstance(runner, DryRunRunner):
+            runner = DryRunRunner.wrapping(runner)
         self.runner = runner
         self.partitions = frozenset(partitions)
-        self.store = SettingsStore(settings_dir)
+        self.store = SettingsStore(settings_dir, read_only=dry_run)
+        self.lease = Lease(lease_s) if lease_s is not None else None
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.sinfo_refresh_s = sinfo_refresh_s
         self.start_timeout_s = start_timeout_s
@@ -185,6 +218,13 @@ class SlurmBackend(ClusterBackend):
         self.stats = BackendStats()
         #: placements Slurm chose differently from the policy (newest last)
         self.mismatches: list[Mismatch] = []
+        #: per result of the last ``apply``: the command lines of its translation (after-requeue
+        #: stages included; empty when the action was rejected before any command)
+        self.last_commands: list[tuple[str, ...]] = []
+        #: job -> (when our requeue of it returned, the nodes of the run it killed)
+        self._requeued: dict[str, tuple[float, frozenset[str]]] = {}
+        #: when each job's lease was last renewed by this backend (epoch seconds)
+        self.renewed_at: dict[str, float] = {}
         #: jobs released to Slurm unmanaged, with the reason (never dropped silently)
         self.left_to_slurm: dict[str, str] = {}
         self._expected: set[str] = {str(j) for j in expect_jobs}
@@ -212,6 +252,11 @@ class SlurmBackend(ClusterBackend):
         self._last: ClusterSnapshot | None = None
         self._jobs_cache: tuple[float, list[SlurmJob]] | None = None
         self._slurm_view_shards = False  # the last sinfo is fresh and shard jobs are running
+        #: GPUs Slurm counts as used that no job holds, confirmed by two fresh looks (a Slurm
+        #: 22.05.8 accounting leak after a slurmctld restart); not offered to the policy
+        self.phantom_gpus: frozenset[Slot] = frozenset()
+        self._phantom_seen: frozenset[Slot] = frozenset()
+        self._sinfo_eager_until = 0.0  # read sinfo with every fresh squeue until then
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -243,6 +288,82 @@ class SlurmBackend(ClusterBackend):
         """Every job of the last ``squeue --json`` (all partitions), by id."""
         return dict(self._slurm)
 
+    @property
+    def last_snapshot(self) -> ClusterSnapshot | None:
+        """The snapshot returned last (None before the first)."""
+        return self._last
+
+    @property
+    def dry_commands(self) -> list[str]:
+        """Dry-run mode: every command line that would have changed Slurm, oldest first."""
+        runner = self.runner
+        return list(runner.recorded) if isinstance(runner, DryRunRunner) else []
+
+    def held_jobs(self) -> list[str]:
+        """Managed jobs this backend schedules that Slurm shows held (priority 0): an older
+        plugin's submit hold, a ``requeuehold``, an admin's ``hold``. As of the last snapshot."""
+        return [
+            jid
+            for jid, job in self._slurm.items()
+            if jid in self._ledgers and jid not in self._done and job.held
+        ]
+
+    def pending_jobs(self) -> list[str]:
+        """Managed jobs this backend schedules that Slurm shows pending and not held, with no
+        work of this backend in flight. As of the last snapshot."""
+        return [
+            jid
+            for jid, job in self._slurm.items()
+            if jid in self._ledgers
+            and jid not in self._done
+            and jid not in self._intents
+            and job.state in _PENDING_STATES
+            and not job.held
+        ]
+
+    def renew_leases(self, job_ids: Iterable[str]) -> dict[str, str | None]:
+        """Give each job a fresh lease now (``StartTime=now+lease_s``), in one batch; returns
+        the error per job (None = renewed). Raises only BackendUnavailableError."""
+        if self.lease is None:
+            raise ValueError("this backend has no lease (lease_s=None)")
+        ids = list(job_ids)
+        errors = self._execute(
+            [(k, ((Cmd(("scontrol", *self.lease.renew_argv(j))),),)) for k, j in enumerate(ids)]
+        )
+        out = {jid: errors.get(k) for k, jid in enumerate(ids)}
+        self._count_renewals(out)
+        return out
+
+    def release_held(self, job_ids: Iterable[str]) -> dict[str, str | None]:
+        """Release held jobs under a fresh lease (``StartTime=now+lease_s``, then ``release``),
+        so that Slurm does not start them before the scheduler decides; returns the error per
+        job (None = released). Raises only BackendUnavailableError."""
+        ids = list(job_ids)
+        items: list[tuple[int, tuple[Stage, ...]]] = []
+        for k, jid in enumerate(ids):
+            stages: list[Stage] = []
+            if self.lease is not None:
+                stages.append((Cmd(("scontrol", *self.lease.renew_argv(jid))),))
+            stages.append((Cmd(("scontrol", "release", jid)),))
+            items.append((k, tuple(stages)))
+        errors = self._execute(items)
+        out = {jid: errors.get(k) for k, jid in enumerate(ids)}
+        self.stats.released_held += sum(1 for e in out.values() if e is None)
+        self._jobs_cache = None  # read Slurm again: these jobs changed state
+        return out
+
+    def _count_renewals(self, errors: dict[str, str | None]) -> None:
+        if self.dry_run:
+            return  # nothing was renewed
+        now = self.clock()
+        for jid, err in errors.items():
+            if err is None:
+                self.stats.lease_renewals += 1
+                self.renewed_at[jid] = now
+            else:
+                self.stats.lease_failures += 1
+                log.warning("job %s: lease renewal failed: %s", jid, err)
+
     # ------------------------------------------------------------------ ClusterBackend
     def finished(self) -> bool:
         if not self._expected:
@@ -253,19 +374,32 @@ class SlurmBackend(ClusterBackend):
         return list(self._completed)
 
     def snapshot(self) -> ClusterSnapshot:
-        self._refresh_nodes()
+        try:
+            return self._snapshot()
+        except BackendUnavailableError:
+            # after an outage Slurm's GPU counts may be off (see _update_phantoms): look closer
+            self._sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
+            raise
+
+    def _snapshot(self) -> ClusterSnapshot:
+        sinfo_before = self._sinfo_at
+        cached = self._jobs_cache
+        will_query = cached is None or time.monotonic() - cached[0] >= self.min_query_interval_s
+        self._refresh_nodes(force=will_query and time.monotonic() < self._sinfo_eager_until)
+        sinfo_first = self._sinfo_at != sinfo_before  # sinfo read just before this squeue
         before = self._jobs_cache
         jobs = self._query_jobs()
-        if self._jobs_cache is not before and any(
-            a.shards for j in jobs if j.holds_resources for a in j.alloc
-        ):
+        fresh = self._jobs_cache is not before
+        if fresh and sinfo_first:
+            self._update_phantoms(jobs)
+        if fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc):
             # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
             self._refresh_nodes(force=True)
             self._slurm_view_shards = True
-        elif self._jobs_cache is not before:
+        elif fresh:
             self._slurm_view_shards = False
         now = self.clock()
-        self._reconcile(jobs, now, fresh=self._jobs_cache is not before)
+        self._reconcile(jobs, now, fresh=fresh)
         snap = self._build(now)
         self._last = snap
         self.stats.snapshots += 1
@@ -280,6 +414,7 @@ class SlurmBackend(ClusterBackend):
                 raise BackendUnavailableError(f"cannot read the cluster state: {exc}") from exc
         now = self.clock()
         results: list[ActionResult | None] = []
+        commands: dict[int, tuple[str, ...]] = {}
         planned: list[tuple[int, Action, Translation, _Undo]] = []
         for action in actions:
             rid = action.request_id
@@ -301,6 +436,7 @@ class SlurmBackend(ClusterBackend):
             )
             self._reserve(action, tr, now)
             self._write_settings(action, tr)
+            commands[len(results)] = tuple(c.text() for c in tr.commands())
             planned.append((len(results), action, tr, undo))
             results.append(None)
         errors = self._execute([(i, tr.stages) for i, _, tr, _ in planned])
@@ -312,8 +448,14 @@ class SlurmBackend(ClusterBackend):
                 failed_jobs.add(action.job_id)
         for i, action, tr, undo in reversed(planned):
             err = errors.get(i)
-            if err is None:
+            if err is None and self.dry_run:
+                self._rollback(undo, now)  # shadow mode: validated and translated, nothing more
+                res = ActionResult(action=action, ok=True)
+            elif err is None:
                 self._finalize(action, tr, now)
+                if "requeue" in {c.argv[1] for st in tr.stages for c in st if c.is_scontrol}:
+                    nodes = frozenset(self._slurm[action.job_id].nodes)
+                    self._requeued[action.job_id] = (self.clock(), nodes)
                 if tr.kind in ("suspend", "resume") or UNSTART in tr.notes:
                     self._jobs_cache = None  # no intent covers these: read Slurm again
                 res = ActionResult(action=action, ok=True)
@@ -325,6 +467,7 @@ class SlurmBackend(ClusterBackend):
             if action.request_id is not None:
                 self._results[action.request_id] = res
             results[i] = res
+        self.last_commands = [commands.get(i, ()) for i in range(len(results))]
         return [r for r in results if r is not None]
 
     # ------------------------------------------------------------------ queries
@@ -390,19 +533,53 @@ class SlurmBackend(ClusterBackend):
         self._jobs_cache = (t1, jobs)
         return jobs
 
+    def _update_phantoms(self, jobs: list[SlurmJob]) -> None:
+        """GPUs that Slurm counts as used (``sinfo`` ``gres_used`` indices) although no job
+        holds them, seen in two fresh (sinfo, squeue) pairs in a row.
+
+        Slurm 22.05.8 can leak GPU accounting when jobs end while slurmctld is down (seen in the
+        fault test: nodes idle, ``gres_used`` ``gpu:a100:2(IDX:0-1)``, a 4-GPU job pinned there
+        pending on Resources for ever). Slurm will not hand such a GPU out, so offering it to
+        the policy would make it pin jobs where they never start. Two looks are needed because
+        one pair can see a job that ended between the two queries (sinfo is read first, so a job
+        that started in between is seen holding its GPUs). ``scontrol reconfigure`` clears
+        the leak.
+        """
+        held: set[Slot] = set()
+        for job in jobs:
+            if job.holds_resources:
+                held.update((a.node, g) for a in job.alloc for g in a.gpus)
+        # sinfo was read before this squeue: a job that started in between is in ``held``
+        candidates = frozenset(
+            (n.name, g) for n in self._nodes for g in n.used_gpus if (n.name, g) not in held
+        )
+        confirmed = candidates & self._phantom_seen
+        for node, g in sorted(confirmed - self.phantom_gpus):
+            log.error(
+                "Slurm counts GPU %s:%d as used but no job holds it (GPU accounting leak of "
+                "Slurm 22.05 after a slurmctld restart); not using it. Fix: scontrol reconfigure",
+                node,
+                g,
+            )
+        for node, g in sorted(self.phantom_gpus - confirmed):
+            log.info("GPU %s:%d is usable again", node, g)
+        self._phantom_seen = candidates
+        self.phantom_gpus = confirmed
+
     # ------------------------------------------------------------------ reconcile
     def _managed(self, job: SlurmJob) -> bool:
         return any(p in self.partitions for p in job.partition.split(","))
 
     def _reconcile(self, jobs: list[SlurmJob], now: float, fresh: bool = True) -> None:
         """Fold Slurm's job list into the backend's state. Commands that react to what Slurm
-        shows (releasing unmanageable jobs, re-holding, re-pinning after a requeue) run only on
-        ``fresh`` data, never on a reused ``squeue`` output that may predate the last apply."""
+        shows (handing unmanageable jobs to Slurm, renewing leases, re-pinning after a requeue)
+        run only on ``fresh`` data, never on a reused ``squeue`` output that may predate the
+        last apply."""
         self._slurm = {j.job_id: j for j in jobs}
         first = self._first
         self._first = False
-        release: list[str] = []
-        rehold: list[str] = []
+        hand_over: list[SlurmJob] = []
+        lease_due: list[str] = []
         seen: set[str] = set()
         for job in jobs:
             jid = job.job_id
@@ -423,13 +600,19 @@ class SlurmBackend(ClusterBackend):
                 continue
             ledger = None if jid in self.left_to_slurm else self._ledger(job)
             if ledger is None:  # cannot be managed: hand it to Slurm (once)
-                if job.state in _PENDING_STATES and job.held and jid not in self._released:
-                    release.append(jid)
+                if job.state in _PENDING_STATES and jid not in self._released:
+                    hand_over.append(job)
                 continue
             self._tracked.add(jid)
             self._account(job, ledger, now)
-            if job.state in _PENDING_STATES and not job.held and jid not in self._intents:
-                rehold.append(jid)
+            if (
+                self.lease is not None
+                and job.state in _PENDING_STATES
+                and not job.held  # held: Slurm will not start it; the policy's Start releases it
+                and jid not in self._intents  # pinned or being requeued by us on purpose
+                and self.lease.due(job.eligible_time_s, now)
+            ):
+                lease_due.append(jid)
         # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)
         for jid in list(self._tracked - seen - self._done):
             log.warning("job %s vanished from squeue without a final state", jid)
@@ -440,22 +623,30 @@ class SlurmBackend(ClusterBackend):
             self._intents.pop(jid, None)
         if not fresh:
             return
-        self._advance_intents(now, rehold)
-        cmds: list[tuple[int, tuple[Stage, ...]]] = []
-        for k, jid in enumerate(release):
-            cmds.append((k, ((Cmd(("scontrol", "release", jid)),),)))
-        off = len(release)
-        for k, jid in enumerate(rehold):
-            log.warning("job %s was released by someone else; holding it again", jid)
-            self.stats.reheld += 1
-            cmds.append((off + k, ((Cmd(("scontrol", "hold", jid)),),)))
-        if cmds:
-            errors = self._execute(cmds)
-            for k, jid in enumerate(release):
-                if errors.get(k):
-                    log.error("could not release unmanageable job %s: %s", jid, errors[k])
-                else:
-                    self._released.add(jid)
+        self._advance_intents(now)
+        self._hand_over(hand_over, now)
+        if lease_due and not self.dry_run:  # shadow mode renews nothing (the live one does)
+            self.renew_leases(lease_due)
+
+    def _hand_over(self, jobs: Sequence[SlurmJob], now: float) -> None:
+        """Let Slurm schedule jobs the scheduler cannot: begin time now, released if held."""
+        items: list[tuple[int, tuple[Stage, ...]]] = []
+        for k, job in enumerate(jobs):
+            stages: list[Stage] = []
+            if job.eligible_time_s > now or job.eligible_time_s <= 0:
+                now_cmd = Cmd(("scontrol", "update", f"JobId={job.job_id}", "StartTime=now"))
+                stages.append((now_cmd,))
+            if job.held:
+                stages.append((Cmd(("scontrol", "release", job.job_id)),))
+            items.append((k, tuple(stages)))
+        if not items:
+            return
+        errors = self._execute(items)
+        for k, job in enumerate(jobs):
+            if errors.get(k):
+                log.error("could not hand unmanageable job %s to Slurm: %s", job.job_id, errors[k])
+            else:
+                self._released.add(job.job_id)
 
     def _ledger(self, job: SlurmJob) -> Ledger | None:
         """The job's ledger (spec parsed once); None if the job cannot be managed."""
@@ -590,25 +781,28 @@ class SlurmBackend(ClusterBackend):
         self._ledgers.pop(jid, None)
         self._settings.pop(jid, None)
         self._progress_cache.pop(jid, None)
+        self.renewed_at.pop(jid, None)
         log.info("job %s finished at %.0f", jid, finish_s)
 
     # ------------------------------------------------------------------ intents
-    def _advance_intents(self, now: float, rehold: list[str]) -> None:
+    def _advance_intents(self, now: float) -> None:
         run_after: list[tuple[int, tuple[Stage, ...]]] = []
         after_ids: list[str] = []
-        hold: list[str] = []
+        unstart: list[str] = []
         for jid, it in list(self._intents.items()):
             job = self._slurm.get(jid)
             if job is None or job.final:
                 self._intents.pop(jid, None)
                 continue
-            if jid in rehold:
-                rehold.remove(jid)  # ours: pinned and released on purpose
             if it.phase == "preempting":
                 if job.state in _PENDING_STATES and job.restart_cnt >= it.min_restarts:
                     self._intents.pop(jid)
             elif it.phase == "requeueing":
-                if job.state in _PENDING_STATES and job.restart_cnt >= it.min_restarts:
+                if (
+                    job.state in _PENDING_STATES
+                    and job.restart_cnt >= it.min_restarts
+                    and self._requeue_grace_left(jid, it.placement) <= 0
+                ):
                     run_after.append((len(after_ids), it.after))
                     after_ids.append(jid)
                 elif now - it.since_s > self.start_timeout_s and not it.warned:
@@ -621,7 +815,7 @@ class SlurmBackend(ClusterBackend):
                         self._check_placement(jid, it, job, now)
                 elif job.state in _PENDING_STATES and now - it.since_s > self.start_timeout_s:
                     log.warning(
-                        "job %s released %.0fs ago on %s but still %s (%s); holding it again",
+                        "job %s pinned %.0fs ago on %s but still %s (%s); taking the start back",
                         jid,
                         now - it.since_s,
                         it.placement,
@@ -630,7 +824,9 @@ class SlurmBackend(ClusterBackend):
                     )
                     self.stats.start_timeouts += 1
                     self._intents.pop(jid)
-                    hold.append(jid)
+                    unstart.append(jid)
+                    # Slurm disagrees about free GPUs: look at its per-node view for a while
+                    self._sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
         if run_after:
             errors = self._execute(run_after)
             for k, jid in enumerate(after_ids):
@@ -641,8 +837,15 @@ class SlurmBackend(ClusterBackend):
                 else:
                     it.phase = "released"
                     it.since_s = now
-        if hold:
-            self._execute([(k, ((Cmd(("scontrol", "hold", j)),),)) for k, j in enumerate(hold)])
+        if unstart:
+            self._execute([(k, (self._unstart_cmds(j),)) for k, j in enumerate(unstart)])
+
+    def _unstart_cmds(self, jid: str) -> Stage:
+        """Take back the start of a pinned job that has not started: its begin time goes a lease
+        ahead again (a hold without a lease, which only the scheduler would ever release)."""
+        if self.lease is not None:
+            return (Cmd(("scontrol", *self.lease.renew_argv(jid))),)
+        return (Cmd(("scontrol", "hold", jid)),)
 
     def _check_placement(self, jid: str, it: Intent, job: SlurmJob, now: float) -> None:
         actual = self._placement_of(job)
@@ -693,6 +896,11 @@ class SlurmBackend(ClusterBackend):
                         shard_use[slot] = shard_use.get(slot, 0) + a.shards
                     else:
                         exclusive.add(slot)
+        # 1b. GPUs Slurm will not hand out although nobody holds them (accounting leak)
+        for slot in self.phantom_gpus:
+            if slot not in holders:
+                holders[slot] = [FOREIGN]
+                exclusive.add(slot)
         # 2. in-flight intents, remapped to free GPUs where Slurm will put them
         views: dict[str, JobView] = {}
         placements: dict[str, Placement | None] = {}
@@ -852,6 +1060,8 @@ class SlurmBackend(ClusterBackend):
             if placement != asked:
                 self.mismatches.append(Mismatch(jid, asked, placement, now))
                 log.info("job %s: Slurm will put the shard on %s (asked %s)", jid, placement, asked)
+            self._check_requeue_grace(jid, placement)
+            begin_passed = 0 < job.eligible_time_s <= now
             ctx = JobContext(
                 jid,
                 self._request(job, view.spec),
@@ -860,7 +1070,9 @@ class SlurmBackend(ClusterBackend):
                 node_count=job.node_count,
                 tres_per_node=job.tres_per_node,
                 tres_per_job=job.tres_per_job,
-                begin_now=job.restart_cnt > 0 or job.eligible_time_s > now or not job.held,
+                # a held job past its begin time starts with the release alone
+                begin_now=not (job.held and begin_passed),
+                eligible=begin_passed and not job.held,
             )
             if kind == "share" and not any(self._holders.get(x) for x in placement.slots()):
                 # nobody to share with: start it like a Start, so it takes a whole GPU's shards
@@ -872,7 +1084,7 @@ class SlurmBackend(ClusterBackend):
                         f"job {jid} is still {job.state} in Slurm (requeue in progress); retry"
                     )
                 # preempted (maybe in this very call) and not requeued yet: re-pin once it is
-                ctx = JobContext(jid, ctx.request, held=True, active=False)  # every field
+                ctx = JobContext(jid, ctx.request, active=False)  # every field
                 tr = translate(action, ctx, self._shards)
                 return replace(tr, stages=(), after_requeue=tr.stages, expect_placement=placement)
             return replace(translate(action, ctx, self._shards), expect_placement=placement)
@@ -887,11 +1099,11 @@ class SlurmBackend(ClusterBackend):
                 raise ActionRejected(f"cannot preempt job {jid} in state {state}")
             it = self._intents.get(jid)
             if it is not None and it.phase == "released" and job.state in _PENDING_STATES:
-                # released but not started yet: take the start back (hold it) instead
+                # pinned but not started yet: take the start back instead
                 return Translation(
                     "preempt",
                     jid,
-                    ((Cmd(("scontrol", "hold", jid)),),),
+                    (self._unstart_cmds(jid),),
                     expect_state="pending",
                     notes=(UNSTART,),
                 )
@@ -908,6 +1120,8 @@ class SlurmBackend(ClusterBackend):
             if jid in self._intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
             self._check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
+            if state is JobState.PENDING:
+                self._check_requeue_grace(jid, action.placement)  # type: ignore[union-attr]
         ctx = JobContext(
             job_id=jid,
             request=self._request(job, view.spec),
@@ -922,6 +1136,30 @@ class SlurmBackend(ClusterBackend):
         if req.kind is None:  # GRES cleared by an earlier, interrupted re-pin
             return GpuRequest(kind="gpu", gpu_type=spec.gpu_type, form="none")
         return req
+
+    def _requeue_grace_left(self, jid: str, placement: Placement | None) -> float:
+        """Seconds until ``jid`` may be launched on ``placement`` after our requeue of it (0 when
+        it may, see :data:`REQUEUE_GRACE_S`)."""
+        entry = self._requeued.get(jid)
+        if entry is None:
+            return 0.0
+        at, nodes = entry
+        left = at + REQUEUE_GRACE_S - self.clock()
+        if left <= 0:
+            del self._requeued[jid]
+            return 0.0
+        if placement is not None and not nodes.intersection(placement.nodes):
+            return 0.0
+        return left
+
+    def _check_requeue_grace(self, jid: str, placement: Placement) -> None:
+        left = self._requeue_grace_left(jid, placement)
+        if left > 0:
+            raise ActionRejected(
+                f"job {jid} was requeued on {','.join(sorted(self._requeued[jid][1]))} just now: "
+                f"slurmd would refuse to launch it there for {left:.1f}s more (credential "
+                "revoked); retry"
+            )
 
     def _check_gpus(self, view: JobView, p: Placement, *, share: bool, exact: bool) -> Placement:
         """Check a placement against the current view; returns where the job will be (for a

@@ -46,6 +46,8 @@ class MiniCluster:
         gres/shard per GPU for GPU sharing (``MINI_SLURM_SHARDS_PER_GPU``, default 4).
     partition:
         The partition the scheduler manages (``MINI_SLURM_PARTITION``, default ``sched``).
+    lease_s:
+        The submit plugin's fail-open lease in seconds (``MINI_SLURM_LEASE_S``, default 120).
     ctld_port, slurmd_port:
         slurmctld port and the first slurmd port (defaults 16817 and 17001).
     timeout_s:
@@ -59,6 +61,7 @@ class MiniCluster:
         nodes: str | None = None,
         shards_per_gpu: int | None = None,
         partition: str | None = None,
+        lease_s: int | None = None,
         ctld_port: int | None = None,
         slurmd_port: int | None = None,
         script: str | os.PathLike[str] | None = None,
@@ -73,6 +76,7 @@ class MiniCluster:
             "MINI_SLURM_NODES": nodes,
             "MINI_SLURM_SHARDS_PER_GPU": shards_per_gpu,
             "MINI_SLURM_PARTITION": partition,
+            "MINI_SLURM_LEASE_S": lease_s,
             "MINI_SLURM_CTLD_PORT": ctld_port,
             "MINI_SLURM_SLURMD_PORT": slurmd_port,
         }
@@ -166,6 +170,44 @@ class MiniCluster:
         if proc.returncode != 0:
             raise MiniClusterError(
                 f"cluster.sh down failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
+            )
+
+    @property
+    def lease_s(self) -> int:
+        """The submit plugin's lease (seconds) of the running cluster."""
+        value = self.exported().get("MINI_SLURM_LEASE_S") or self._knobs.get(
+            "MINI_SLURM_LEASE_S", "120"
+        )
+        return int(value)
+
+    def stop_ctld(self) -> None:
+        """Stop slurmctld only (its state is saved; slurmds and running jobs go on)."""
+        self._checked("ctld", "stop")
+
+    def start_ctld(self) -> None:
+        """Start slurmctld again from its saved state and wait until it answers."""
+        self._checked("ctld", "start")
+
+    def reconfigure(self) -> None:
+        """``scontrol reconfigure``: slurmctld re-reads its config and recounts what every
+        running job holds (clears the GPU accounting leak after a restart)."""
+        proc = subprocess.run(
+            ["scontrol", "reconfigure"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise MiniClusterError(f"scontrol reconfigure failed: {proc.stderr.strip()}")
+
+    def _checked(self, *args: str) -> None:
+        proc = self._run(*args)
+        if proc.returncode != 0:
+            raise MiniClusterError(
+                f"cluster.sh {' '.join(args)} failed (exit {proc.returncode}):\n"
+                f"{proc.stderr.strip()}"
             )
 
     def status(self) -> dict[str, Any]:

@@ -6,6 +6,8 @@
 #   cluster.sh down [--purge]  cancel all jobs, stop the daemons; --purge also deletes the state
 #   cluster.sh status          daemons and nodes; exit 0 when up, 3 when not
 #   cluster.sh env             print the env file (eval "$(cluster.sh env)")
+#   cluster.sh ctld stop|start stop slurmctld alone (jobs keep running on the slurmds) or start
+#                              it again from its saved state: fault tests of the scheduler
 #
 # Needs root and Debian/Ubuntu packages munge slurmctld slurmd slurm-client (installed with
 # apt-get when missing). No systemd, cgroups or containers: one munged, one slurmctld and one
@@ -18,9 +20,13 @@
 #   MINI_SLURM_NODES="a100-1:a100:4 a100-2:a100:4 v100-1:v100:4 v100-2:v100:4"
 #                     name:gputype:count per node; count 0 (e.g. cpu-1::0) = CPU-only node
 #   MINI_SLURM_NODE_CPUS=16  MINI_SLURM_NODE_MEM_MB=64000   what every node advertises
-#   MINI_SLURM_SHARDS_PER_GPU=4   gres/shard per GPU (GPU sharing: a job asks --gres=shard:N
+#   MINI_SLURM_SHARDS_PER_GPU=8   gres/shard per GPU (GPU sharing: a job asks --gres=shard:N
 #                     and jobs on the same GPU see the same CUDA_VISIBLE_DEVICES); 0 = off
 #   MINI_SLURM_PARTITION=sched    the partition our scheduler manages (Default=YES, GPU nodes)
+#   MINI_SLURM_LEASE_S=120        the submit plugin's fail-open lease: managed jobs get a begin
+#                     time this far ahead; Slurm starts them itself unless the scheduler renews it
+#   MINI_SLURM_SCHED_INTERVAL=10  Slurm's periodic main scheduling pass (sched_interval, Slurm's
+#                     default 60): a job whose lease ran out starts at the next pass at the latest
 #   MINI_SLURM_UNMANAGED_PARTITION=direct   all nodes, scheduled by Slurm itself ("" = none)
 #   MINI_SLURM_CTLD_PORT=16817  MINI_SLURM_SLURMD_PORT=17001 (first node; +1 per node)
 #   MINI_SLURM_MIN_JOB_AGE=600    seconds finished jobs stay visible in squeue
@@ -37,9 +43,11 @@ STATE=${STATE%/}
 NODES=${MINI_SLURM_NODES:-"a100-1:a100:4 a100-2:a100:4 v100-1:v100:4 v100-2:v100:4"}
 NODE_CPUS=${MINI_SLURM_NODE_CPUS:-16}
 NODE_MEM_MB=${MINI_SLURM_NODE_MEM_MB:-64000}
-SHARDS_PER_GPU=${MINI_SLURM_SHARDS_PER_GPU:-4}
+SHARDS_PER_GPU=${MINI_SLURM_SHARDS_PER_GPU:-8}
 PARTITION=${MINI_SLURM_PARTITION:-sched}
 UNMANAGED=${MINI_SLURM_UNMANAGED_PARTITION-direct}
+LEASE_S=${MINI_SLURM_LEASE_S:-120}
+SCHED_INTERVAL=${MINI_SLURM_SCHED_INTERVAL:-10}
 CTLD_PORT=${MINI_SLURM_CTLD_PORT:-16817}
 SLURMD_PORT=${MINI_SLURM_SLURMD_PORT:-17001}
 MIN_JOB_AGE=${MINI_SLURM_MIN_JOB_AGE:-600}
@@ -73,7 +81,7 @@ check_settings() {
   esac
   [[ $STATE == /* ]] || die "MINI_SLURM_STATE must be an absolute path, got '$STATE'"
   local v
-  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT; do
+  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT LEASE_S SCHED_INTERVAL; do
     is_int "${!v}" || die "MINI_SLURM_$v must be a non-negative integer, got '${!v}'"
   done
   [ -n "$NODES" ] || die "MINI_SLURM_NODES is empty"
@@ -178,8 +186,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
 SchedulerType=sched/backfill
-# start a released job at once instead of up to 3 s later
-SchedulerParameters=batch_sched_delay=0
+# start a pinned job at once instead of up to 3 s later; the periodic pass (sched_interval) bounds
+# how long a job whose lease ran out waits for Slurm when nothing else happens (fail-open)
+SchedulerParameters=batch_sched_delay=0,sched_interval=$SCHED_INTERVAL
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # without a default, a job would get all memory of its node, i.e. the whole node
@@ -187,12 +196,12 @@ DefMemPerCPU=1024
 # nodes advertise the CPUs/RealMemory/Gres below, not this machine's hardware
 SlurmdParameters=config_overrides
 ReturnToService=2
-# requeue/requeuehold are the scheduler's preempt and migrate primitives
+# requeue is the scheduler's preempt and migrate primitive
 JobRequeue=1
 MinJobAge=$MIN_JOB_AGE
 KillWait=5
 MailProg=/bin/true
-# every job in partition $PARTITION is held at submit time and its hints are checked
+# every job in partition $PARTITION gets a begin-time lease at submit and its hints are checked
 JobSubmitPlugins=lua
 GresTypes=$gres_types
 EOF
@@ -211,7 +220,7 @@ EOF
       all_nodes="$all_nodes,$name"
       i=$((i + 1))
     done
-    echo "# managed by the slurm_sched scheduler (jobs held by job_submit.lua)"
+    echo "# managed by the slurm_sched scheduler (job_submit.lua: hints checked, lease of $LEASE_S s)"
     echo "PartitionName=$PARTITION Nodes=${gpu_nodes#,} Default=YES MaxTime=INFINITE State=UP"
     if [ -n "$UNMANAGED" ]; then
       echo "# scheduled by Slurm itself (the scheduler sees these jobs as foreign load)"
@@ -238,9 +247,12 @@ EOF
 
   sed -e "s/^local MANAGED_PARTITIONS = .*/local MANAGED_PARTITIONS = \"$PARTITION\" -- set by cluster.sh/" \
     -e "s/^local DEFAULT_PARTITION = .*/local DEFAULT_PARTITION = \"$PARTITION\" -- set by cluster.sh/" \
+    -e "s/^local LEASE_S = .*/local LEASE_S = $LEASE_S -- set by cluster.sh/" \
     "$PLUGIN" >"$etc/job_submit.lua"
   grep -q "^local MANAGED_PARTITIONS = \"$PARTITION\"" "$etc/job_submit.lua" ||
     die "could not set the managed partition in job_submit.lua"
+  grep -q "^local LEASE_S = $LEASE_S " "$etc/job_submit.lua" ||
+    die "could not set the lease in job_submit.lua"
 
   cat >"$etc/env.sh" <<EOF
 # source me: the environment for Slurm clients of the mini cluster
@@ -251,6 +263,7 @@ export MINI_SLURM_DEFAULT_PARTITION=$PARTITION
 export MINI_SLURM_UNMANAGED_PARTITIONS=$UNMANAGED
 export MINI_SLURM_NODES="$NODES"
 export MINI_SLURM_SHARDS_PER_GPU=$SHARDS_PER_GPU
+export MINI_SLURM_LEASE_S=$LEASE_S
 EOF
 }
 
@@ -425,6 +438,39 @@ cmd_up() {
   cat "$STATE/env.sh"
 }
 
+# ------------------------------------------------------------------ ctld stop|start
+# Only slurmctld: the slurmds and the jobs they run go on (as when the controller host
+# reboots). slurmctld saves its state on SIGTERM and recovers it on start.
+cmd_ctld() {
+  local what=${1:-} p deadline
+  [ -f "$STATE/$MARKER" ] || die "no cluster at $STATE"
+  export SLURM_CONF=$CONF
+  case "$what" in
+    stop)
+      if p=$(our_pid "$STATE/run/slurmctld.pid"); then
+        stop_pid "$p"
+        log "slurmctld (pid $p) stopped"
+      else
+        log "slurmctld is not running"
+      fi
+      ;;
+    start)
+      if our_pid "$STATE/run/slurmctld.pid" >/dev/null; then
+        log "slurmctld already runs"
+      else
+        slurmctld -f "$CONF" 9>&- || { show_logs; die "slurmctld did not start"; }
+      fi
+      deadline=$(($(date +%s) + UP_TIMEOUT))
+      until timeout 5 scontrol ping 2>/dev/null | grep -q UP; do
+        [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmctld not answering after ${UP_TIMEOUT}s"; }
+        sleep 0.1
+      done
+      log "slurmctld up"
+      ;;
+    *) die "usage: cluster.sh ctld stop|start" ;;
+  esac
+}
+
 # ------------------------------------------------------------------ status
 cmd_status() {
   if [ ! -f "$STATE/$MARKER" ]; then echo "down (no cluster at $STATE)"; return 3; fi
@@ -453,7 +499,8 @@ main() {
     down) need_root; take_lock; cmd_down "$@" ;;
     status) cmd_status ;;
     env) [ -f "$STATE/env.sh" ] || die "no cluster at $STATE"; cat "$STATE/env.sh" ;;
-    *) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    ctld) need_root; take_lock; cmd_ctld "$@" ;;
+    *) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 }
 

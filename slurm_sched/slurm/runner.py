@@ -247,3 +247,62 @@ def _attribute(texts: Sequence[str], output: str) -> list[str] | None:
     if expect != len(texts):
         return None
     return ["\n".join(c) for c in chunks]
+
+
+#: Commands that only read Slurm's state: a dry run runs them for real.
+_READ_ONLY = (("squeue",), ("sinfo",), ("scontrol", "ping"), ("scontrol", "show"))
+
+
+def is_read_only(argv: Sequence[str]) -> bool:
+    """Whether a Slurm command only reads (``squeue``, ``sinfo``, ``scontrol ping/show``)."""
+    return any(tuple(argv[: len(prefix)]) == prefix for prefix in _READ_ONLY)
+
+
+@dataclass
+class DryRunRunner(CommandRunner):
+    """Shadow mode: commands that read Slurm run (through ``inner`` when given); every other
+    command is recorded in :attr:`recorded` and reported as done, so nothing in Slurm changes.
+
+    The guarantee is here, at the process boundary, not in the callers: whatever the backend
+    decides to run, only read-only commands reach Slurm.
+    """
+
+    inner: CommandRunner | None = None
+    recorded: list[str] = field(default_factory=list)
+
+    @classmethod
+    def wrapping(cls, runner: CommandRunner) -> DryRunRunner:
+        return cls(
+            env=runner.env,
+            timeout_s=runner.timeout_s,
+            ping_on_error=runner.ping_on_error,
+            inner=runner,
+        )
+
+    def _exec(
+        self, argv: Sequence[str], stdin: str | None = None, merge_stderr: bool = False
+    ) -> CommandResult:
+        if stdin is None and is_read_only(argv):
+            if self.inner is not None:
+                return self.inner._exec(argv, stdin, merge_stderr)
+            return super()._exec(argv, stdin, merge_stderr)
+        lines = [shlex.join(argv)] if stdin is None else [
+            f"{shlex.join(argv)} {line}" for line in stdin.splitlines() if line.strip()
+        ]
+        self.recorded.extend(lines)
+        return CommandResult(tuple(argv), 0, "", "")
+
+    def run_scontrol_batch(self, lines: Sequence[Sequence[str]]) -> list[CommandResult]:
+        out = []
+        for argv in lines:
+            for tok in argv:
+                if not _SAFE_TOKEN.match(tok):
+                    raise ValueError(f"scontrol batch token needs quoting: {tok!r}")
+            self.recorded.append(" ".join(("scontrol", *argv)))
+            out.append(CommandResult(("scontrol", *argv), 0, "", ""))
+        return out
+
+    def drain(self) -> list[str]:
+        """The recorded command lines since the last drain (and forget them)."""
+        out, self.recorded = self.recorded, []
+        return out

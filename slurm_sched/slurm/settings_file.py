@@ -96,8 +96,10 @@ def _read_json(path: Path) -> Any | None:
 class SettingsStore:
     """The settings / progress / ledger files of one cluster (see the module docstring)."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.directory = Path(directory)
+        #: shadow mode: reads work, writes are skipped (another scheduler may own the files)
+        self.read_only = read_only
 
     def settings_path(self, job_id: str) -> Path:
         return self.directory / f"{job_id}.json"
@@ -136,6 +138,8 @@ class SettingsStore:
         shares_with: tuple[str, ...] = (),
     ) -> Path:
         path = self.settings_path(job_id)
+        if self.read_only:
+            return path
         atomic_write_json(path, self.settings_document(job_id, settings, placement, shares_with))
         return path
 
@@ -174,6 +178,8 @@ class SettingsStore:
 
     # ------------------------------------------------------------------ ledger (scheduler only)
     def write_ledger(self, job_id: str, ledger: Ledger) -> None:
+        if self.read_only:
+            return
         atomic_write_json(
             self.ledger_path(job_id),
             {

@@ -6,22 +6,29 @@ stage runs none of its later stages), and *after-requeue* stages that the backen
 Slurm shows the requeued job PENDING again (a pin issued while the job is still COMPLETING is
 overwritten by Slurm's requeue handling, which also sets ``EligibleTime = now + ~121 s``).
 
+Managed jobs are not held: the submit plugin gives them a begin-time *lease* that the scheduler
+renews (``slurm_sched/service/lease.py``). A pin therefore carries ``StartTime=now``: the one
+``update`` that sets the nodes also makes the job eligible, atomically, so Slurm cannot start it
+anywhere else in between (checked on the mini cluster: RUNNING on the pinned node ~0.4 s later).
+
 Mapping (checked on the mini cluster; ``X`` is the job id):
 
 ==============  ===============================================================================
-Start           ``[hold X]`` (only if Slurm shows it pending but not held) ->
-                ``[update JobId=X TresPerJob=]`` (only when switching per-job <-> per-node GRES)
+Start           ``[update JobId=X TresPerJob=]`` (only when switching per-job <-> per-node GRES)
                 -> ``update JobId=X NodeList=n1,n2 NumNodes=2-2 StartTime=now``
                 ``TresPerNode=gres:gpu:k``
                 (``TresPerJob=gres:gpu:N`` when the per-node counts differ; fields that would
-                not change are left out) -> ``release X``
+                not change are left out) -> ``[release X]`` (only for a held job: an older
+                plugin's hold or a ``requeuehold``). A job whose lease has run out (Slurm could
+                start it any moment) that needs the clearing update is held first and released
+                after the pin, so Slurm never sees it eligible with half its fields.
 Share           as Start, with ``TresPerNode=gres:shard[:type]:1``
 Suspend         ``suspend X``
 Resume          ``resume X``
 Preempt         ``scancel --batch --signal=USR1 X`` (checkpoint warning, failure ignored) ->
-                ``requeuehold X`` (SIGTERM, KillWait, back to PENDING held; plain ``requeue``
-                would restart by itself after ~2 min)
-Migrate         ``requeuehold X``; after requeue: the Start pin (``StartTime=now``) + ``release``
+                ``requeue X`` (SIGTERM, KillWait, back to PENDING with ``EligibleTime`` ~121 s
+                ahead: a lease of its own, which the scheduler renews or pins over)
+Migrate         ``requeue X``; after requeue: the Start pin (``StartTime=now``)
 Reconfigure     settings file written by the backend, then as Migrate with the new GPU counts plus
                 ``NumCPUs=`` / ``MinMemoryNode=`` (as Start when the job is pending)
 ==============  ===============================================================================
@@ -97,7 +104,7 @@ class JobContext:
 
     job_id: str
     request: GpuRequest
-    held: bool = True
+    held: bool = False  # held in Slurm (priority 0): the pin must be followed by a release
     active: bool = False  # running or suspended (needs a requeue before a re-pin)
     #: what Slurm has now; a pin leaves out fields that would not change (each field of an
     #: update costs slurmctld time: NodeList and NumNodes several ms each on a busy 2-core VM).
@@ -105,7 +112,11 @@ class JobContext:
     node_count: int | None = None
     tres_per_node: str | None = None
     tres_per_job: str | None = None
-    begin_now: bool = True  # StartTime=now: needed after a requeue (EligibleTime ~121 s ahead)
+    #: StartTime=now in the pin: needed whenever the job's begin time is ahead (its lease, or
+    #: ~121 s after a requeue); only a held job whose begin time has passed can go without
+    begin_now: bool = True
+    #: pending, not held, begin time passed: Slurm's own scheduler may start it any moment
+    eligible: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,7 +192,7 @@ def pin_stages(
     shards: ShardConfig,
     settings: JobSettings | None = None,
 ) -> tuple[Stage, ...]:
-    """hold (if needed), clear (if needed), pin, release."""
+    """[hold], [clear], pin (with StartTime=now), [release]."""
     jid = ctx.job_id
     clear, gres = gres_fields(placement, ctx.request, share=share, shards=shards)
     nodes = placement.nodes
@@ -200,12 +211,15 @@ def pin_stages(
     if settings is not None and settings.mem_gb is not None:
         pin.append(f"MinMemoryNode={math.ceil(settings.mem_gb * 1024 / len(nodes))}")
     stages: list[Stage] = []
-    if not ctx.held:
+    # the clearing update would leave an eligible job startable with no GPU request: hold it
+    hold = bool(clear) and ctx.eligible and not ctx.held
+    if hold:
         stages.append((_sc("hold", jid),))
     if clear:
         stages.append((_sc("update", f"JobId={jid}", *clear),))
     stages.append((_sc(*pin),))
-    stages.append((_sc("release", jid),))
+    if ctx.held or hold:
+        stages.append((_sc("release", jid),))
     return tuple(stages)
 
 
@@ -232,12 +246,12 @@ def translate(action: Action, ctx: JobContext, shards: ShardConfig) -> Translati
     if isinstance(action, Preempt):
         signal = Cmd(("scancel", "--batch", f"--signal={CHECKPOINT_SIGNAL}", jid), optional=True)
         return Translation(
-            "preempt", jid, ((signal,), (_sc("requeuehold", jid),)), expect_state="pending"
+            "preempt", jid, ((signal,), (_sc("requeue", jid),)), expect_state="pending"
         )
     if isinstance(action, Migrate | Reconfigure):
         settings = action.settings if isinstance(action, Reconfigure) else None
         after = pin_stages(
-            JobContext(jid, ctx.request, held=True),  # after a requeue: set every field
+            JobContext(jid, ctx.request),  # after a requeue: set every field
             action.placement,
             share=False,
             shards=shards,
@@ -254,7 +268,7 @@ def translate(action: Action, ctx: JobContext, shards: ShardConfig) -> Translati
         return Translation(
             action.kind,
             jid,
-            ((_sc("requeuehold", jid),),),
+            ((_sc("requeue", jid),),),
             after_requeue=after,
             expect_placement=action.placement,
             settings=settings,

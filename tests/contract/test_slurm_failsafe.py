@@ -7,9 +7,6 @@ These tests need no Slurm; the contract suite covers the real cluster.
 
 from __future__ import annotations
 
-import copy
-import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,76 +15,7 @@ import pytest
 from slurm_sched.errors import BackendUnavailableError
 from slurm_sched.model import JobState, Placement, Preempt, Start
 from slurm_sched.slurm.backend import SlurmBackend
-from slurm_sched.slurm.runner import CommandResult, CommandRunner
-
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
-NOW = 1795368100.0
-
-
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((GOLDEN / name).read_text())
-
-
-class FakeRunner(CommandRunner):
-    """Answers Slurm commands from recorded documents; ``errors`` maps scontrol lines to the
-    error text scontrol would print for them."""
-
-    def __init__(self, squeue: dict[str, Any]) -> None:
-        super().__init__(env={})
-        self.squeue = squeue
-        self.sinfo = recorded("sinfo.json")
-        self.errors: dict[str, str] = {}
-        self.lines: list[str] = []
-        self.up = True
-
-    def _exec(
-        self, argv: Sequence[str], stdin: str | None = None, merge_stderr: bool = False
-    ) -> CommandResult:
-        argv = tuple(argv)
-        if argv == ("squeue", "--json"):
-            doc = self.squeue if self.up else recorded("squeue_unreachable.json")
-            return CommandResult(argv, 0, json.dumps(doc), "")
-        if argv == ("sinfo", "--json"):
-            return CommandResult(argv, 0, json.dumps(self.sinfo), "")
-        if argv == ("scontrol", "ping"):
-            state = "UP" if self.up else "DOWN"
-            return CommandResult(
-                argv, 0 if self.up else 1, f"Slurmctld(primary) at vm is {state}", ""
-            )
-        if argv == ("scontrol",):  # batch on stdin
-            out, rc = [], 0
-            for line in (stdin or "").splitlines():
-                self.lines.append(line)
-                out.append(f"scontrol: {line}")
-                if not self.up:
-                    out.append("Unable to contact slurm controller (connect failure)")
-                    rc = 1
-                elif line in self.errors:
-                    out.append(self.errors[line])
-                    rc = 1
-            out.append("scontrol: ")
-            return CommandResult(argv, rc, "\n".join(out) + "\n", "")
-        line = " ".join(argv[1:]) if argv[0] == "scontrol" else " ".join(argv)
-        self.lines.append(line)
-        if not self.up:
-            return CommandResult(argv, 1, "", "Unable to contact slurm controller")
-        if line in self.errors:
-            return CommandResult(argv, 1, "", self.errors[line])
-        return CommandResult(argv, 0, "", "")
-
-
-def squeue_with(*changes: tuple[str, dict[str, Any]], drop: Sequence[str] = ()) -> dict[str, Any]:
-    doc = copy.deepcopy(recorded("squeue_mixed.json"))
-    jobs = {str(j["job_id"]): j for j in doc["jobs"]}
-    for jid, fields in changes:
-        if jid in jobs:
-            jobs[jid].update(fields)
-        else:
-            base = copy.deepcopy(jobs["28"])
-            base.update({"job_id": int(jid), **fields})
-            jobs[jid] = base
-    doc["jobs"] = [j for k, j in jobs.items() if k not in drop]
-    return doc
+from tests.contract.recorded import NOW, FakeRunner, recorded, squeue_with
 
 
 def make(doc: dict[str, Any], tmp_path: Path, **kw: Any) -> tuple[SlurmBackend, FakeRunner]:
@@ -119,8 +47,9 @@ def test_snapshot_of_recorded_cluster(tmp_path: Path) -> None:
     assert free["v100-1"] == () and free["v100-2"] == (1, 2, 3)
     # jobs that had finished before the first look are not reported as completed
     assert backend.completed() == []
-    # job 38 was released by someone else (no intent of ours): held again
-    assert "hold 38" in runner.lines
+    # job 38 is pending and its begin time has passed (Slurm could start it any moment): it
+    # gets a fresh lease; held jobs (28, 33, 37) need none, Slurm will not start them
+    assert runner.lines == ["update JobId=38 StartTime=now+120"]
 
 
 def test_unmanageable_jobs_are_released_to_slurm_not_dropped(tmp_path: Path) -> None:
@@ -134,13 +63,15 @@ def test_unmanageable_jobs_are_released_to_slurm_not_dropped(tmp_path: Path) -> 
     snap = backend.snapshot()
     for jid in ("50", "51", "52", "53"):
         assert jid not in snap.by_id
+        # held in the recording (an older plugin): released; and its begin time set to now
+        assert f"update JobId={jid} StartTime=now" in runner.lines
         assert f"release {jid}" in runner.lines
     left = backend.left_to_slurm
     assert "batch_size" in left["50"] and "foo" in left["51"]
     assert "no GPU" in left["52"] and "64 GPU" in left["53"]
     runner.lines.clear()
-    backend.snapshot()  # released once, not again
-    assert not [x for x in runner.lines if x.startswith("release")]
+    backend.snapshot()  # handed over once, not again
+    assert not [x for x in runner.lines if "50" in x or "51" in x or "52" in x or "53" in x]
     # when one of them finishes, finished() counts it, completed() does not invent a record
     backend.expect(["50"])
     runner.squeue = squeue_with(
@@ -154,7 +85,9 @@ def test_unmanageable_jobs_are_released_to_slurm_not_dropped(tmp_path: Path) -> 
 def test_start_then_failure_in_slurm_is_data_and_rolled_back(tmp_path: Path) -> None:
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path)
     backend.snapshot()
-    bad_pin = "update JobId=28 NodeList=a100-1"  # a fresh job: only the node list changes
+    # job 28 is held in the recording (an older plugin), without a begin time: the node list
+    # and StartTime=now change, and the release would follow
+    bad_pin = "update JobId=28 NodeList=a100-1 StartTime=now"
     runner.errors[bad_pin] = "Requested node configuration is not available"
     [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
     assert not r.ok and "node configuration" in (r.error or "")
@@ -178,11 +111,15 @@ def test_start_is_shown_until_slurm_confirms_then_times_out(tmp_path: Path) -> N
     assert snap.job("28").state is JobState.RUNNING
     assert snap.free_gpus["a100-1"] == ()
     assert settings_gpus(backend, "28") == {"a100-1": [2, 3]}
-    now[0] += 60  # still not running: the GPUs were not free after all; hold it again
-    runner.squeue = squeue_with(("28", {"state_reason": "Resources", "priority": 1}))
+    now[0] += 60  # still not running: the GPUs were not free after all; take the start back
+    runner.squeue = squeue_with(
+        ("28", {"state_reason": "Resources", "priority": 1, "eligible_time": NOW})
+    )
+    runner.lines.clear()
     snap = backend.snapshot()
     assert snap.job("28").state is JobState.PENDING
-    assert "hold 28" in runner.lines
+    assert "update JobId=28 StartTime=now+120" in runner.lines  # a lease again, no hold
+    assert not [x for x in runner.lines if x.startswith("hold")]
     assert backend.stats.start_timeouts == 1
 
 
@@ -199,7 +136,7 @@ def test_preempt_and_completion_bookkeeping(tmp_path: Path) -> None:
     backend.snapshot()
     [r] = backend.apply([Preempt(job_id="29")])
     assert r.ok
-    assert runner.lines[-2:] == ["scancel --batch --signal=USR1 29", "requeuehold 29"]
+    assert runner.lines[-2:] == ["scancel --batch --signal=USR1 29", "requeue 29"]
     snap = backend.snapshot()
     assert snap.job("29").state is JobState.PENDING and snap.job("29").placement is None
     assert 0 in snap.free_gpus["a100-1"]
@@ -209,11 +146,11 @@ def test_preempt_and_completion_bookkeeping(tmp_path: Path) -> None:
             "29",
             {
                 "job_state": "PENDING",
-                "state_reason": "JobHeldUser",
-                "priority": 0,
+                "state_reason": "BeginTime",  # plain requeue: not held, eligible ~121 s later
                 "restart_cnt": 1,
                 "gres_detail": [],
                 "start_time": NOW + 121,
+                "eligible_time": NOW + 121,
             },
         ),
     )
@@ -265,3 +202,129 @@ def test_start_refused_where_slurm_lost_count_of_shards(tmp_path: Path) -> None:
     backend.snapshot()
     [bad] = backend.apply([start])
     assert not bad.ok and "a100-2:0" in (bad.error or "") and "31" in (bad.error or "")
+
+
+def test_lease_renewed_only_where_due(tmp_path: Path) -> None:
+    """A pending managed job's begin time is kept within [now + lease/2, now + lease + slack]."""
+    doc = squeue_with(
+        ("38", {"eligible_time": NOW - 5}),  # lease ran out: due
+        ("60", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 100, "gres_detail": [], "job_resources": None}),
+        ("61", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 300, "gres_detail": [],
+                "job_resources": None}),  # a longer lease (plugin setting): shortened
+        ("62", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 50, "gres_detail": [], "job_resources": None}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    assert sorted(runner.lines) == [
+        "update JobId=38 StartTime=now+120",
+        "update JobId=61 StartTime=now+120",
+        "update JobId=62 StartTime=now+120",
+    ]  # 60 is fine; held jobs (28, 33, 37) cannot start anyway
+    assert backend.stats.lease_renewals == 3 and backend.renewed_at["38"] == NOW
+    # no lease configured (a cluster whose plugin still holds jobs): nothing renewed
+    backend, runner = make(doc, tmp_path / "b", lease_s=None)
+    backend.snapshot()
+    assert runner.lines == []
+
+
+def test_failed_renewal_is_counted_not_raised(tmp_path: Path) -> None:
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path)
+    runner.errors["update JobId=38 StartTime=now+120"] = "Invalid job id specified"
+    backend.snapshot()
+    assert backend.stats.lease_failures == 1 and backend.stats.lease_renewals == 0
+
+
+def test_preempt_of_a_pinned_job_not_started_yet_gives_it_a_lease_again(tmp_path: Path) -> None:
+    doc = squeue_with(
+        ("60", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:1", "node_count": 1,
+                "gres_detail": [], "job_resources": None}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
+    assert r.ok, r.error
+    assert runner.lines[-1] == "update JobId=60 NodeList=v100-2 StartTime=now"  # no release
+    [p] = backend.apply([Preempt(job_id="60")])  # Slurm still shows it pending
+    assert p.ok, p.error
+    assert runner.lines[-1] == "update JobId=60 StartTime=now+120"
+    assert backend.snapshot().job("60").state is JobState.PENDING
+
+
+def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path, dry_run=True)
+    backend.snapshot()
+    [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
+    assert r.ok, r.error
+    assert runner.lines == []  # nothing reached Slurm: no start, no renewal, no hold
+    assert backend.dry_commands == [
+        "scontrol update JobId=28 NodeList=a100-1 StartTime=now",
+        "scontrol release 28",
+    ]
+    assert backend.last_commands == [tuple(backend.dry_commands)]
+    snap = backend.snapshot()
+    assert snap.job("28").state is JobState.PENDING  # no intent left behind
+    assert snap.free_gpus["a100-1"] == (2, 3)
+    assert not (tmp_path / "settings").exists() or not list((tmp_path / "settings").iterdir())
+
+
+def test_unmanageable_pending_job_under_a_lease_is_handed_to_slurm_at_once(tmp_path: Path) -> None:
+    doc = squeue_with(
+        ("70", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 100, "tres_per_node": "gres:foo:1", "gres_detail": [],
+                "job_resources": None}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    assert "update JobId=70 StartTime=now" in runner.lines
+    assert "release 70" not in runner.lines  # not held: the begin time is all that holds it
+    assert "70" in backend.left_to_slurm
+
+
+def test_phantom_gpus_of_a_slurm_accounting_leak_are_not_offered(tmp_path: Path) -> None:
+    """Slurm counts GPUs as used that no job holds (22.05.8 after a slurmctld restart): after
+    two fresh looks they are kept from the policy, and offered again once Slurm agrees."""
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path, sinfo_refresh_s=0.0)
+    assert backend.snapshot().free_gpus["v100-2"] == (1, 2, 3)
+    v100_2 = next(n for n in runner.sinfo["nodes"] if n["name"] == "v100-2")
+    v100_2["gres_used"] = "gpu:v100:3(IDX:0-2),shard:v100:0(IDX:N/A)"  # 1, 2 held by nobody
+    assert backend.snapshot().free_gpus["v100-2"] == (1, 2, 3)  # one look: could be a race
+    assert backend.snapshot().free_gpus["v100-2"] == (3,)
+    assert backend.phantom_gpus == {("v100-2", 1), ("v100-2", 2)}
+    v100_2["gres_used"] = "gpu:v100:1(IDX:0),shard:v100:0(IDX:N/A)"  # scontrol reconfigure
+    assert backend.snapshot().free_gpus["v100-2"] == (1, 2, 3)
+
+
+def test_release_held_gives_a_lease_before_the_release(tmp_path: Path) -> None:
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path)
+    backend.snapshot()
+    assert sorted(backend.held_jobs(), key=int) == ["28", "33", "37"]
+    runner.lines.clear()
+    out = backend.release_held(["28"])
+    assert out == {"28": None}
+    assert runner.lines == ["update JobId=28 StartTime=now+120", "release 28"]
+
+
+def test_requeued_job_is_not_relaunched_on_its_node_in_the_same_second(tmp_path: Path) -> None:
+    """slurmd revokes a requeued job's credential at the requeue time (whole seconds); a launch
+    there within that second fails the job ("Job credential revoked"), seen with muri-l."""
+    now = [NOW]
+    backend, _ = make(recorded("squeue_mixed.json"), tmp_path, clock=lambda: now[0])
+    backend.snapshot()
+    [p] = backend.apply([Preempt(job_id="29")])  # runs on a100-1
+    assert p.ok, p.error
+    same = Start(job_id="29", placement=Placement.of({"a100-1": [0]}))
+    [r] = backend.apply([same])
+    assert not r.ok and "credential revoked" in (r.error or "") and "retry" in (r.error or "")
+    [other] = backend.apply([Start(job_id="29", placement=Placement.of({"v100-2": [1]}))])
+    assert other.ok, other.error  # another node: no revoked credential there
+    now[0] += 2.0
+    backend2, _ = make(recorded("squeue_mixed.json"), tmp_path / "b", clock=lambda: now[0])
+    backend2.snapshot()
+    backend2.apply([Preempt(job_id="29")])
+    now[0] += 2.0  # later than the grace: allowed on the same node
+    [late] = backend2.apply([same])
+    assert late.ok, late.error

@@ -51,7 +51,7 @@ def ctx(
     tres_per_node: str = "gres:gpu:2",
     tres_per_job: str = "",
     *,
-    held: bool = True,
+    held: bool = False,
     active: bool = False,
 ) -> JobContext:
     return JobContext(job_id, parse_gpu_request(tres_per_node, tres_per_job), held, active)
@@ -60,7 +60,7 @@ def ctx(
 CASES: list[tuple[str, Action, JobContext]] = [
     ("start, one node", Start(job_id="101", placement=P({"a100-1": [0, 1]})), ctx("101")),
     (
-        "start, fresh job: only the fields that change (here just the node list)",
+        "start, fresh job under its lease: the node list and StartTime=now, nothing else",
         Start(job_id="121", placement=P({"a100-1": [0, 1]})),
         JobContext(
             "121",
@@ -68,7 +68,6 @@ CASES: list[tuple[str, Action, JobContext]] = [
             node_count=1,
             tres_per_node="gres:gpu:2",
             tres_per_job="",
-            begin_now=False,
         ),
     ),
     (
@@ -77,6 +76,18 @@ CASES: list[tuple[str, Action, JobContext]] = [
         JobContext(
             "122",
             parse_gpu_request("gres:gpu:2"),
+            node_count=1,
+            tres_per_node="gres:gpu:2",
+            tres_per_job="",
+        ),
+    ),
+    (
+        "start, held job past its begin time (an older plugin's hold): pin, then release",
+        Start(job_id="123", placement=P({"a100-1": [0, 1]})),
+        JobContext(
+            "123",
+            parse_gpu_request("gres:gpu:2"),
+            held=True,
             node_count=1,
             tres_per_node="gres:gpu:2",
             tres_per_job="",
@@ -99,9 +110,14 @@ CASES: list[tuple[str, Action, JobContext]] = [
         ctx("104", "", "gres:gpu:4"),
     ),
     (
-        "start, pending but not held (Slurm requeued it): hold first",
+        "start, held by requeuehold (begin time ahead): pin with StartTime=now, then release",
         Start(job_id="105", placement=P({"v100-1": [3]})),
-        ctx("105", "gres:gpu:1", held=False),
+        ctx("105", "gres:gpu:1", held=True),
+    ),
+    (
+        "start, lease run out and the GRES form changes: held around the clearing update",
+        Start(job_id="124", placement=P({"v100-1": [0, 1], "v100-2": [0, 1]})),
+        JobContext("124", parse_gpu_request("", "gres:gpu:4"), eligible=True),
     ),
     (
         "start, GRES lost by an interrupted re-pin: gpu again",

@@ -70,13 +70,21 @@ def state(cluster: MiniCluster, job_id: int) -> str:
     return str(jobs(cluster)[job_id]["job_state"])
 
 
-def pin_and_release(cluster: MiniCluster, job_id: int, node: str) -> None:
-    run(cluster, "scontrol", "update", f"jobid={job_id}", f"NodeList={node}", "NumNodes=1")
-    run(cluster, "scontrol", "release", str(job_id))
+def pin(cluster: MiniCluster, job_id: int, node: str) -> None:
+    """What the scheduler does to start a job: nodes and ``StartTime=now`` in ONE update."""
+    run(
+        cluster,
+        "scontrol",
+        "update",
+        f"jobid={job_id}",
+        f"NodeList={node}",
+        "NumNodes=1-1",
+        "StartTime=now",
+    )
 
 
 def test_all_nodes_idle_with_typed_gpus_and_shards(slurm_cluster):
-    """Four nodes, 4 fake GPUs each, 4 shards per GPU; every node without jobs is idle."""
+    """Four nodes, 4 fake GPUs each, 8 shards per GPU; every node without jobs is idle."""
 
     def busy_nodes() -> set[str]:
         return {
@@ -102,7 +110,7 @@ def test_all_nodes_idle_with_typed_gpus_and_shards(slurm_cluster):
     assert {n["name"] for n in status["nodes"]} == set(NODES)
     for node in status["nodes"]:
         gpu = NODES[node["name"]]
-        assert node["gres"] == f"gpu:{gpu}:4,shard:{gpu}:16"
+        assert node["gres"] == f"gpu:{gpu}:4,shard:{gpu}:32"
         assert "sched" in node["partitions"]
         assert node["cpus"] == 16 and node["real_memory"] == 64000
     assert slurm_cluster.managed_partitions == ["sched"]
@@ -114,48 +122,79 @@ def test_up_again_is_a_fast_no_op(slurm_cluster):
     assert slurm_cluster.status()["up"]
 
 
-def test_managed_job_is_held_until_the_scheduler_releases_it(slurm_cluster, submit):
+def test_managed_job_waits_under_its_lease_not_held(slurm_cluster, submit):
+    t0 = time.time()
     job_id = submit("-o", "/dev/null", "--wrap", "sleep 1")  # no -p: default partition sched
     time.sleep(1.0)  # Slurm would have started a runnable job by now
     job = jobs(slurm_cluster)[job_id]
     assert job["partition"] == "sched"
     assert job["job_state"] == "PENDING"
-    assert job["priority"] == 0
-    assert job["state_reason"] == "JobHeldUser"
+    assert job["priority"] > 0  # not held: if no scheduler renews the lease, Slurm starts it
+    lease = slurm_cluster.lease_s
+    assert t0 + lease - 2 <= job["eligible_time"] <= time.time() + lease + 1, (job, lease)
 
 
-def test_non_root_owner_cannot_release_or_change_a_managed_job(slurm_cluster, submit):
-    job_id = submit("-o", "/dev/null", "--wrap", "sleep 1", user="nobody")
-    assert jobs(slurm_cluster)[job_id]["priority"] == 0
-    release = run(slurm_cluster, "scontrol", "release", str(job_id), user="nobody", check=False)
-    assert release.returncode != 0
-    update = run(
-        slurm_cluster,
-        "scontrol",
-        "update",
-        f"jobid={job_id}",
-        "TimeLimit=5",
-        user="nobody",
-        check=False,
-    )
-    assert update.returncode != 0
+def test_submit_hold_is_dropped_in_managed_partitions(slurm_cluster, submit):
+    """A user's --hold would keep the job from Slurm for ever once the scheduler is gone."""
+    job_id = submit("--hold", "-o", "/dev/null", "--wrap", "sleep 1", user="nobody")
     job = jobs(slurm_cluster)[job_id]
-    assert (job["job_state"], job["priority"], job["state_reason"]) == ("PENDING", 0, "JobHeldUser")
+    assert job["job_state"] == "PENDING" and job["priority"] > 0, job
+    assert job["eligible_time"] > time.time() + slurm_cluster.lease_s / 2
+
+
+def test_non_root_owner_cannot_start_hold_release_or_change_a_managed_job(
+    slurm_cluster, submit
+):
+    job_id = submit("-o", "/dev/null", "--wrap", "sleep 1", user="nobody")
+    before = jobs(slurm_cluster)[job_id]
+    for cmd in (
+        ("update", f"jobid={job_id}", "StartTime=now"),  # jump the lease
+        ("update", f"jobid={job_id}", "NodeList=a100-1"),
+        ("update", f"jobid={job_id}", "TimeLimit=5"),
+        ("hold", str(job_id)),
+        ("release", str(job_id)),
+        ("update", f"jobid={job_id}", "Partition=direct"),
+    ):
+        proc = run(slurm_cluster, "scontrol", *cmd, user="nobody", check=False)
+        assert proc.returncode != 0, cmd
+    job = jobs(slurm_cluster)[job_id]
+    assert job["job_state"] == "PENDING" and job["priority"] > 0
+    assert job["eligible_time"] == before["eligible_time"]
+    assert job["partition"] == "sched"
     # the owner may still cancel
     run(slurm_cluster, "scancel", str(job_id), user="nobody")
     wait_for("job cancelled", lambda: state(slurm_cluster, job_id) == "CANCELLED")
 
 
-def test_pinned_and_released_job_runs_on_that_node(slurm_cluster, submit):
+def test_pinned_job_starts_at_once_on_that_node_and_nowhere_else(slurm_cluster, submit):
+    """A pending job under its lease, pinned with StartTime=now in one update: Slurm starts it
+    on the pinned node (the update is atomic, it never sees the job eligible elsewhere)."""
     job_id = submit("--gres=gpu:a100:1", "-o", "/dev/null", "--wrap", "sleep 1")
-    pin_and_release(slurm_cluster, job_id, "a100-2")
+    assert jobs(slurm_cluster)[job_id]["eligible_time"] > time.time() + 10
+    pin(slurm_cluster, job_id, "a100-2")
     took_s = wait_for(
         "job running", lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED")
     )
-    print(f"release -> RUNNING: {took_s:.2f}s")
+    print(f"pin -> RUNNING: {took_s:.2f}s")
     assert took_s < 5.0
     assert jobs(slurm_cluster)[job_id]["nodes"] == "a100-2"
     wait_for("job completed", lambda: state(slurm_cluster, job_id) == "COMPLETED")
+
+
+def test_requeue_gives_the_job_a_lease_and_a_pin_restarts_it_elsewhere(slurm_cluster, submit):
+    """Preempt/Migrate use a plain requeue: PENDING again, not held, EligibleTime ~121 s
+    ahead (Slurm's own lease); the re-pin with StartTime=now runs it on the new node."""
+    job_id = submit("--gres=gpu:1", "--requeue", "-o", "/dev/null", "--wrap", "sleep 30")
+    pin(slurm_cluster, job_id, "v100-1")
+    wait_for("job running", lambda: state(slurm_cluster, job_id) == "RUNNING")
+    run(slurm_cluster, "scontrol", "requeue", str(job_id))
+    wait_for("job pending again", lambda: state(slurm_cluster, job_id) == "PENDING")
+    job = jobs(slurm_cluster)[job_id]
+    assert job["priority"] > 0 and job["restart_cnt"] == 1
+    assert time.time() + 100 < job["eligible_time"] < time.time() + 125, job
+    pin(slurm_cluster, job_id, "v100-2")
+    wait_for("job running again", lambda: state(slurm_cluster, job_id) == "RUNNING")
+    assert jobs(slurm_cluster)[job_id]["nodes"] == "v100-2"
 
 
 def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):
@@ -165,7 +204,7 @@ def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):
         for _ in range(2)
     ]
     for job_id in ids:
-        pin_and_release(slurm_cluster, job_id, "v100-1")
+        pin(slurm_cluster, job_id, "v100-1")
 
     def both_running() -> bool:
         current = jobs(slurm_cluster)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from pathlib import Path
 
@@ -159,8 +160,10 @@ def test_policy_runs_30_jobs_on_slurm(
     )
     deadline_s = max(DEADLINE_S, 3 * sim_s + 60)
     policy = registry.create(policy_name, options)
+    # the policy's own sharing capacity C (Muri and Gandiva_fair: 4; the mini cluster's 8 shards
+    # per GPU carry up to C = 4, docs/slurm-backend.md)
     backend = SlurmBackend.for_mini_cluster(
-        slurm_cluster, max_jobs_per_gpu=2 if policy.shares_gpus else 1
+        slurm_cluster, max_jobs_per_gpu=policy.max_jobs_per_gpu if policy.shares_gpus else 1
     )
     out = tmp_path / "out"
     # a sharing policy gets its 1-GPU jobs as gres/shard jobs: the only GRES Slurm 22.05 lets
@@ -218,6 +221,13 @@ def test_policy_runs_30_jobs_on_slurm(
     )
 
 
+def shards_per_gpu(cluster: MiniCluster, node: str) -> int:
+    """S of ``node``, from its GRES as sinfo reports it (``gpu:v100:4,shard:v100:32`` -> 8)."""
+    [gres] = [n["gres"] for n in cluster.status()["nodes"] if n["name"] == node]
+    counts = dict(re.findall(r"(gpu|shard):\w+:(\d+)", gres))
+    return int(counts["shard"]) // int(counts["gpu"])
+
+
 def _start(backend: SlurmBackend, job_id: str, placement: Placement) -> None:
     backend.snapshot()
     [r] = backend.apply([Start(job_id=job_id, placement=placement)])
@@ -260,7 +270,10 @@ def test_share_puts_two_jobs_on_one_gpu(slurm_cluster: MiniCluster, tmp_path: Pa
         jobs = backend.slurm_jobs
         for j in (a, b):
             assert jobs[j].gpu_slots() == {"v100-2": (0,)}, jobs[j].raw_gres_detail
-        assert [x.shards for x in jobs[a].alloc] == [3] and [x.shards for x in jobs[b].alloc] == [1]
+        # S shards per GPU, C = 2: the started job takes S - 1 shards, the sharing one 1
+        spg = shards_per_gpu(slurm_cluster, "v100-2")
+        assert [x.shards for x in jobs[a].alloc] == [spg - 1], jobs[a].raw_gres_detail
+        assert [x.shards for x in jobs[b].alloc] == [1], jobs[b].raw_gres_detail
         wait_for(lambda: (backend.snapshot() and backend.finished()) or None, 20, "jobs done")
         for j in (a, b):
             starts = [f for e, f in job_log(out, j) if e == "start"]
@@ -320,3 +333,55 @@ def test_suspend_resume_preempt_and_checkpoint_resume(
         assert squeue_jobs(slurm_cluster)[a]["job_state"] == "COMPLETED"
     finally:
         cancel_and_wait(slurm_cluster, [a])
+
+
+#: four complementary stage profiles (ms per iteration: storage, CPU, GPU, network): each job
+#: is dominated by another resource, so Muri's matching groups them
+MURI_PROFILES = [(10, 60, 20, 10), (60, 10, 10, 20), (10, 10, 60, 20), (20, 10, 10, 60)]
+
+
+@pytest.mark.parametrize("policy_name", ["muri-l", "muri-s"])
+def test_muri_groups_interleave_on_one_gpu(
+    policy_name: str, slurm_cluster: MiniCluster, tmp_path: Path
+) -> None:
+    """24 one-GPU jobs with stage profiles on 16 GPUs: Muri's groups become Shares that Slurm
+    runs as several RUNNING jobs on one GPU index (gres/shard, one shard per group member)."""
+    policy = registry.create(policy_name)
+    backend = SlurmBackend.for_mini_cluster(slurm_cluster, max_jobs_per_gpu=policy.max_jobs_per_gpu)
+    out = tmp_path / "out"
+    ids = [
+        submit_sleep_job(
+            slurm_cluster, backend, JobDef(1, 3.0, shard=True), out,
+            extra_hints={"stage_times_ms": list(MURI_PROFILES[i % 4])},
+        )
+        for i in range(24)
+    ]
+    backend.expect(ids)
+    clock = WallClock(period_s=0.5)
+    rec = Recorder(backend, clock)
+    co_running: set[tuple[str, int]] = set()
+
+    def on_cycle(now_s: float, results: list[ActionResult]) -> None:
+        rec(now_s, results)
+        per_gpu: dict[tuple[str, int], int] = {}
+        for job in backend.slurm_jobs.values():
+            if job.job_id in ids and job.state == "RUNNING":
+                for node, gpus in job.gpu_slots().items():
+                    for g in gpus:
+                        per_gpu[(node, g)] = per_gpu.get((node, g), 0) + 1
+        co_running.update(slot for slot, n in per_gpu.items() if n >= 2)
+
+    controller = Controller(backend, policy, clock, on_cycle=on_cycle)
+    try:
+        controller.run(until_s=time.time() + DEADLINE_S)
+        assert backend.finished(), sorted(set(ids) - {c.spec.job_id for c in backend.completed()})
+    finally:
+        cancel_and_wait(slurm_cluster, ids)
+    shares = controller.stats.by_kind.get("share", 0)
+    assert shares >= 1, f"{policy_name} formed no group: {controller.stats.by_kind}"
+    assert co_running, "no GPU index ever ran two jobs of one group at once"
+    assert not rec.over_allocated, rec.over_allocated[:5]
+    final = squeue_jobs(slurm_cluster)
+    for jid in ids:
+        assert final[jid]["job_state"] == "COMPLETED", (jid, final[jid]["job_state"])
+        assert ("done", {"iterations": "12"}) in job_log(out, jid), job_log(out, jid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import operator
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -415,3 +416,74 @@ def test_lua_plugin_agrees_on_mutations_of_valid_hints(tmp_path):
                 text = text[:i] + rng.choice(alphabet) + text[i + 1 :]
         cases.append(text)
     _assert_same_verdicts(cases, tmp_path)
+
+
+# ---------------------------------------------------------------------------- Lua hooks
+_LUA_HOOKS = """
+slurm = {SUCCESS = 0, ERROR = -1, NO_VAL = 4294967294,
+         log_info = function() end, log_user = function() end}
+dofile(arg[1])
+local function show(v) if v == nil then return "nil" end return tostring(v) end
+local function submit(partition, comment, priority)
+  local now = os.time()
+  local d = {partition = partition, comment = comment, priority = priority, begin_time = 0}
+  local rc = slurm_job_submit(d, {}, 1000)
+  local lease = d.begin_time == 0 and "none" or tostring(d.begin_time - now)
+  print("submit " .. rc .. " " .. lease .. " " .. show(d.priority))
+end
+local function modify(rec_partition, new_partition, uid)
+  local rc = slurm_job_modify({partition = new_partition}, {partition = rec_partition, job_id = 7},
+                              {}, uid)
+  print("modify " .. rc)
+end
+submit(nil, nil, nil)                       -- default partition: managed
+submit("sched", '{"v":1,"batch_size":8}', 0) -- sbatch --hold in a managed partition
+submit("direct", "free text", 0)           -- unmanaged: untouched
+submit("sched", '{"v":1,"batch_size":-3}', nil) -- bad hint: rejected
+submit("direct,sched", nil, nil)           -- any managed partition makes it managed
+modify("sched", nil, 1000)                 -- the owner: refused
+modify("sched", nil, 0)                    -- root (the scheduler): allowed
+modify("direct", nil, 1000)                -- unmanaged job: allowed
+modify("direct", "sched", 1000)            -- moving a job into a managed partition: refused
+"""
+
+
+def _plugin_lease_s() -> int:
+    m = re.search(r"^local LEASE_S = (\d+) ", PLUGIN.read_text(), re.MULTILINE)
+    assert m, "job_submit.lua has no 'local LEASE_S = <n> ' line (cluster.sh rewrites it)"
+    return int(m.group(1))
+
+
+def test_plugin_site_settings_are_the_lines_cluster_sh_rewrites():
+    text = PLUGIN.read_text()
+    script = (ROOT / "slurm_sched" / "slurm" / "cluster.sh").read_text()
+    for name in ("MANAGED_PARTITIONS", "DEFAULT_PARTITION", "LEASE_S"):
+        assert re.search(rf"^local {name} = ", text, re.MULTILINE), name
+        assert f"s/^local {name} = .*/" in script, name
+    assert _plugin_lease_s() == 120  # the documented default: fail-open within 2 minutes
+
+
+@pytest.mark.skipif(LUA is None, reason="no lua interpreter installed (apt-get install lua5.3)")
+def test_lua_submit_gives_a_lease_drops_holds_and_modify_guards_managed_jobs(tmp_path):
+    driver = tmp_path / "hooks.lua"
+    driver.write_text(_LUA_HOOKS)
+    proc = subprocess.run(
+        [LUA, str(driver), str(PLUGIN)], capture_output=True, text=True, check=True, timeout=30
+    )
+    lines = proc.stdout.splitlines()
+    lease = _plugin_lease_s()
+
+    def submitted(line: str) -> tuple[str, int | None, str]:
+        _, rc, lease_s, prio = line.split()
+        return rc, None if lease_s == "none" else int(lease_s), prio
+
+    rc, got, prio = submitted(lines[0])
+    assert rc == "0" and got in (lease, lease + 1) and prio == "nil"  # not held
+    rc, got, prio = submitted(lines[1])
+    assert rc == "0" and got in (lease, lease + 1) and prio == "4294967294"  # hold dropped
+    assert submitted(lines[2]) == ("0", None, "0")  # unmanaged: untouched
+    rc, got, _ = submitted(lines[3])
+    assert rc == "-1" and got is None  # bad hint
+    rc, got, _ = submitted(lines[4])
+    assert rc == "0" and got in (lease, lease + 1)
+    assert lines[5:] == ["modify -1", "modify 0", "modify 0", "modify -1"]

@@ -1,0 +1,86 @@
+"""A recorded-output stand-in for the Slurm command runner (the process boundary).
+
+``FakeRunner`` answers ``squeue --json`` / ``sinfo --json`` / ``scontrol ping`` with JSON recorded
+on the mini cluster (``tests/golden/slurm/``) and records every other command line it is given
+(``lines``), as scontrol would run them; ``errors`` maps a line to the error text scontrol would
+print, ``up = False`` makes it answer like an unreachable slurmctld.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from slurm_sched.slurm.runner import CommandResult, CommandRunner
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
+NOW = 1795368100.0
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((GOLDEN / name).read_text())
+
+
+class FakeRunner(CommandRunner):
+    """Answers Slurm commands from recorded documents; ``errors`` maps scontrol lines to the
+    error text scontrol would print for them."""
+
+    def __init__(self, squeue: dict[str, Any]) -> None:
+        super().__init__(env={})
+        self.squeue = squeue
+        self.sinfo = recorded("sinfo.json")
+        self.errors: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.up = True
+
+    def _exec(
+        self, argv: Sequence[str], stdin: str | None = None, merge_stderr: bool = False
+    ) -> CommandResult:
+        argv = tuple(argv)
+        if argv == ("squeue", "--json"):
+            doc = self.squeue if self.up else recorded("squeue_unreachable.json")
+            return CommandResult(argv, 0, json.dumps(doc), "")
+        if argv == ("sinfo", "--json"):
+            return CommandResult(argv, 0, json.dumps(self.sinfo), "")
+        if argv == ("scontrol", "ping"):
+            state = "UP" if self.up else "DOWN"
+            return CommandResult(
+                argv, 0 if self.up else 1, f"Slurmctld(primary) at vm is {state}", ""
+            )
+        if argv == ("scontrol",):  # batch on stdin
+            out, rc = [], 0
+            for line in (stdin or "").splitlines():
+                self.lines.append(line)
+                out.append(f"scontrol: {line}")
+                if not self.up:
+                    out.append("Unable to contact slurm controller (connect failure)")
+                    rc = 1
+                elif line in self.errors:
+                    out.append(self.errors[line])
+                    rc = 1
+            out.append("scontrol: ")
+            return CommandResult(argv, rc, "\n".join(out) + "\n", "")
+        line = " ".join(argv[1:]) if argv[0] == "scontrol" else " ".join(argv)
+        self.lines.append(line)
+        if not self.up:
+            return CommandResult(argv, 1, "", "Unable to contact slurm controller")
+        if line in self.errors:
+            return CommandResult(argv, 1, "", self.errors[line])
+        return CommandResult(argv, 0, "", "")
+
+
+def squeue_with(*changes: tuple[str, dict[str, Any]], drop: Sequence[str] = ()) -> dict[str, Any]:
+    doc = copy.deepcopy(recorded("squeue_mixed.json"))
+    jobs = {str(j["job_id"]): j for j in doc["jobs"]}
+    for jid, fields in changes:
+        if jid in jobs:
+            jobs[jid].update(fields)
+        else:
+            base = copy.deepcopy(jobs["28"])
+            base.update({"job_id": int(jid), **fields})
+            jobs[jid] = base
+    doc["jobs"] = [j for k, j in jobs.items() if k not in drop]
+    return doc
