@@ -132,6 +132,8 @@ def _csv_cell(row: Row, col: str) -> Any:
             attrs = json.loads(raw)
         except ValueError as exc:
             raise row.fail(col, raw, f"not valid JSON ({exc.args[0]})") from None
+        except RecursionError:  # found by fuzzing: deeply nested JSON
+            raise row.fail(col, _short(raw), "not valid JSON (nested too deeply)") from None
         if not isinstance(attrs, dict):
             raise row.fail(col, raw, "not a JSON object")
         return attrs
@@ -151,6 +153,10 @@ def _read_jsonl(path: Path, text: str) -> list[JobSpec]:
             obj = json.loads(line)
         except ValueError as exc:
             raise error(source, n, None, _short(line), f"not valid JSON ({exc.args[0]})") from None
+        except RecursionError:  # found by fuzzing: deeply nested JSON
+            raise error(
+                source, n, None, _short(line), "not valid JSON (nested too deeply)"
+            ) from None
         if not isinstance(obj, dict):
             raise error(source, n, None, _short(line), "not a JSON object")
         fields: dict[str, Any] = {}

@@ -41,7 +41,10 @@ def _timestamp(row: Row) -> datetime:
     except ValueError:
         raise row.fail("timestamp", raw, "not a date-time (expected YYYY-MM-DD HH:MM:SS)") from None
     if ts.tzinfo is not None:
-        ts = ts.astimezone(UTC).replace(tzinfo=None)
+        try:
+            ts = ts.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # found by fuzzing: e.g. 0001-01-01T00:00:00+01:00
+            raise row.fail("timestamp", raw, "date-time out of range in UTC") from None
     return ts
 
 
