@@ -24,7 +24,7 @@ What it does:
   take turns with the group's other members on this node
   (:mod:`slurm_sched.runtime.interleave`);
 - preemption: SIGUSR1 (the backend's checkpoint warning) makes it checkpoint at the next step
-  boundary and go on; SIGTERM (``scontrol requeuehold``, migration, reconfiguration, time limit,
+  boundary and go on; SIGTERM (``scontrol requeue``, migration, reconfiguration, time limit,
   cancel) makes it checkpoint and leave with :class:`JobPreempted` (exit code 143). A restart
   resumes at exactly the checkpointed step, under any plan and number of ranks;
 - progress reports (:mod:`slurm_sched.runtime.progress`) after each step (throttled), at every

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -117,6 +117,9 @@ class ServiceConfig(BaseSettings):
     #: Shadow mode: decide and log the scontrol commands it would run, change nothing.
     dry_run: bool = False
     command_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    #: How actions reach Slurm: "cli" (scontrol, the tested default) or "pyslurm" (in-process,
+    #: Slurm 25.11 sites with the pyslurm extra; docs/pyslurm.md).
+    transport: Literal["cli", "pyslurm"] = "cli"
     #: A pinned job not running after this long gets its lease back (GPUs not free after all).
     start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     #: Jobs per GPU (>1 needs gres/shard); None: 2 for a policy that shares GPUs, else 1.

@@ -48,6 +48,7 @@ from slurm_sched.service.sd_notify import Notifier
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
 from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.pyslurm_runner import make_runner
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import atomic_write_json
 
@@ -186,8 +187,10 @@ class Daemon:
                         "no such file", field="slurm_conf", value=str(config.slurm_conf)
                     )
                 env["SLURM_CONF"] = str(config.slurm_conf)
-            runner = CommandRunner(env=env, timeout_s=config.command_timeout_s)
-        per_gpu = config.max_jobs_per_gpu or (2 if self.policy.shares_gpus else 1)
+            runner = make_runner(config.transport, env, config.command_timeout_s)
+        per_gpu = config.max_jobs_per_gpu or (
+            self.policy.max_jobs_per_gpu if self.policy.shares_gpus else 1
+        )
         return SlurmBackend(
             runner,
             partitions=config.managed_partitions,

@@ -150,7 +150,7 @@ def _run(backend: SlurmBackend, jid: str, out: Path, weights: Path, tmp_path: Pa
     assert iterations_seen == pytest.approx(round(iterations_seen), abs=1e-9)
     assert progress()["sub_batch_sizes"] == [8, 8] and progress()["settings_source"] == "file"
 
-    # 2. preempt: SIGUSR1 (checkpoint) then requeuehold (SIGTERM): checkpoint and stop
+    # 2. preempt: SIGUSR1 (checkpoint) then requeue (SIGTERM): checkpoint and stop
     _apply(backend, Preempt(job_id=jid))
     _wait("the preempted report", lambda: progress().get("state") == "preempted", 60)
     stopped_at = progress()["iterations_done"]

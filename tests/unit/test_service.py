@@ -41,6 +41,7 @@ def test_defaults_and_nested_sections(tmp_path):
         ("managed_partitions = []", "field 'managed_partitions'"),
         ('[observability]\nlog_level = "LOUD"', "field 'observability.log_level' = 'LOUD'"),
         ("policy = ", "not valid TOML"),
+        ('transport = "carrier-pigeon"', "field 'transport' = 'carrier-pigeon'"),
     ],
 )
 def test_bad_values_are_named(tmp_path, text, expected):

@@ -269,7 +269,8 @@ def test_sighup_reload_applies_policy_and_keeps_restart_only_fields(tmp_path: Pa
 def test_backend_for_the_daemon_uses_config(tmp_path: Path):
     d, _ = make_daemon(tmp_path, policy="gandiva-fair", lease_s=40, period_s=1)
     b: SlurmBackend = d.backend
-    assert b.max_jobs_per_gpu == 2 and b.lease is not None and b.lease.seconds == 40
+    # the policy's own sharing capacity (Gandiva_fair: 4) unless the config sets one
+    assert b.max_jobs_per_gpu == 4 and b.lease is not None and b.lease.seconds == 40
     assert b.store.directory == tmp_path / "settings"
 
 
