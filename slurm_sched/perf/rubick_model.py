@@ -40,7 +40,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -1029,14 +1029,8 @@ def job_info(spec: JobSpec) -> JobInfo | None:
     plans = attrs.get("plans")
     code = attrs.get("exec_plan") or (plans[0] if plans else None)
     g = spec.num_gpus
-    try:
-        plan = Plan.parse(str(code), g) if code else None
-    except ValueError:
-        plan = None
+    plan, ref = _requested_plan(model, str(code) if code else None, g)
     cat = measured_catalog()
-    if plan is None or (plan.is_3d and plan.gpus(g) != g):
-        plan = _default_plan(model, g, cat)
-    ref = _ref_shape(model, plan, g, cat)
     cpus = (spec.num_cpus / g) if spec.num_cpus else cat.table_cpus
     allowed = None
     if plans:
@@ -1049,6 +1043,20 @@ def job_info(spec: JobSpec) -> JobInfo | None:
         allowed = frozenset(allowed_set) or None
     guaranteed = bool(attrs.get("guaranteed", attrs.get("is_sla", False)))
     return JobInfo(model, plan, ref, g, float(cpus), allowed, guaranteed, spec.user)
+
+
+@lru_cache(maxsize=1 << 16)
+def _requested_plan(model: ModelSpec, code: str | None, gpus: int) -> tuple[Plan, Shape]:
+    """A job's original plan (``code``, else the default) and requested placement on
+    ``gpus`` GPUs; memoised: schedulers ask for thousands of jobs of a few kinds."""
+    try:
+        plan = Plan.parse(code, gpus) if code else None
+    except ValueError:
+        plan = None
+    cat = measured_catalog()
+    if plan is None or (plan.is_3d and plan.gpus(gpus) != gpus):
+        plan = _default_plan(model, gpus, cat)
+    return plan, _ref_shape(model, plan, gpus, cat)
 
 
 @cache

@@ -178,6 +178,8 @@ def group_of(job: JobView) -> str:
 # ======================================================================= placement helpers
 def feasible(free: FreeMap, num_gpus: int, unit: int = 1) -> bool:
     """Whether ``num_gpus`` GPUs in whole groups of ``unit`` per server are free."""
+    if unit == 1:
+        return sum(map(len, free.values())) >= num_gpus
     return sum(len(g) // unit * unit for g in free.values()) >= num_gpus
 
 
@@ -189,24 +191,38 @@ def pick_servers(
 
     ``best-fit``: the server with the fewest free GPUs that holds the whole job, else ``most``
     (the consolidating packer of the other baselines, used by the placement ablation)."""
-    nodes = [(len(g) // unit * unit, i, n) for i, (n, g) in enumerate(free.items())]
-    nodes = [t for t in nodes if t[0] > 0]
+    if num_gpus <= 0:
+        return {}
+    # One C-level pass for the counts, then list.index scans per count value: the policies
+    # call this once per started job on clusters of thousands of servers.
+    if unit == 1:
+        counts = list(map(len, free.values()))
+    else:
+        counts = [len(g) // unit * unit for g in free.values()]
+    top = max(counts, default=0)
+    names = list(free)
     if order == "best-fit":
-        fits = [t for t in nodes if t[0] >= num_gpus]
-        if fits:
-            _, _, n = min(fits, key=lambda t: (t[0], t[1]))
-            return {n: num_gpus}
+        for c in range(num_gpus, top + 1):
+            if c in counts:  # the fewest that hold the job, first in cluster order
+                return {names[counts.index(c)]: num_gpus}
         order = "most"
-    nodes.sort(key=lambda t: (-t[0], t[1]) if order == "most" else (t[0], t[1]))
+    values = range(top, 0, -1) if order == "most" else range(1, top + 1)
     need = num_gpus
     out: dict[str, int] = {}
-    for avail, _, n in nodes:
-        if need == 0:
-            break
-        take = min(avail, need)
-        out[n] = take
-        need -= take
-    return out if need == 0 else None
+    for c in values:
+        at = 0
+        while True:
+            try:
+                at = counts.index(c, at)
+            except ValueError:
+                break
+            take = min(c, need)
+            out[names[at]] = take
+            need -= take
+            if need == 0:
+                return out
+            at += 1
+    return None
 
 
 def take_gpus(free: FreeMap, counts: dict[str, int]) -> Placement:

@@ -26,7 +26,9 @@ At most one guarantee and one opportunistic job share a GPU (``max_jobs_per_gpu 
 
 from __future__ import annotations
 
+import heapq
 import zlib
+from bisect import bisect_left, insort
 
 from slurm_sched.model import (
     Action,
@@ -58,6 +60,139 @@ def antman_class(spec: JobSpec) -> int:
     if isinstance(p, int) and not isinstance(p, bool) and p in (GUARANTEE, OPPORTUNISTIC_CLASS):
         return p
     return zlib.crc32(spec.job_id.encode()) & 1
+
+
+class _Slots:
+    """GPU slots of one pass, indexed so that each job costs about its own size.
+
+    The plain rules scan every GPU of the cluster per job (most available node, least loaded
+    GPUs), which is quadratic for thousands of pending jobs on thousands of nodes. This keeps,
+    per GPU type (key None = all nodes), the nodes filed under their count of *available* GPUs
+    (no guarantee job, not reserved) and two heaps of the GPUs an opportunistic job may take
+    (idle ones, then ones holding only a guarantee job), in (node order, index) order. Every
+    change of ``guar``, ``opp`` and ``reserved_by`` goes through it.
+    """
+
+    def __init__(self, nodes: list[Node], guar: set[Slot], opp: set[Slot],
+                 reserved_by: dict[Slot, str]) -> None:
+        self.nodes = nodes
+        self.guar = guar
+        self.opp = opp
+        self.reserved_by = reserved_by
+        #: GPUs closed to guarantee jobs (held by one, or reserved)
+        self.closed: set[Slot] = guar.union(reserved_by)
+        self._pos = {n.name: i for i, n in enumerate(nodes)}
+        self._node = {n.name: n for n in nodes}
+        self._type = {n.name: n.gpu_type for n in nodes}
+        self.avail: dict[str, int] = {}
+        top = max((n.num_gpus for n in nodes), default=0)
+        keys: list[str | None] = [None, *dict.fromkeys(n.gpu_type for n in nodes)]
+        self._by_avail: dict[str | None, list[list[int]]] = {
+            k: [[] for _ in range(top + 1)] for k in keys}
+        # Opportunistic candidates, load below LOAD_LIMIT: with the loads above, a GPU that
+        # holds an opportunistic job never is; idle GPUs (load 0) come before GPUs holding a
+        # guarantee job only (load 0.1), each in (node order, index) order.
+        self._idle: dict[str | None, list[tuple[int, int, Slot]]] = {k: [] for k in keys}
+        self._shared: dict[str | None, list[tuple[int, int, Slot]]] = {k: [] for k in keys}
+        self._n_idle: dict[str | None, int] = dict.fromkeys(keys, 0)
+        self._n_shared: dict[str | None, int] = dict.fromkeys(keys, 0)
+        for pos, n in enumerate(nodes):
+            free = 0
+            for i in range(n.num_gpus):
+                slot = (n.name, i)
+                if slot not in guar and reserved_by.get(slot) is None:
+                    free += 1
+                if slot in opp:
+                    continue
+                heaps, counts = (self._shared, self._n_shared) if slot in guar else (
+                    self._idle, self._n_idle)
+                for k in (None, n.gpu_type):
+                    heaps[k].append((pos, i, slot))  # appended in order: already heaps
+                    counts[k] += 1
+            self.avail[n.name] = free
+            for k in (None, n.gpu_type):
+                self._by_avail[k][free].append(pos)
+
+    def available(self, node: Node) -> list[Slot]:
+        """GPUs of ``node`` open to a guarantee job, by index."""
+        guar, reserved_by = self.guar, self.reserved_by
+        return [(node.name, i) for i in range(node.num_gpus)
+                if (node.name, i) not in guar and reserved_by.get((node.name, i)) is None]
+
+    def most_available(self, gpu_type: str | None, min_gpus: int) -> Node:
+        """The node with at least ``min_gpus`` GPUs and the most available ones (first in
+        node order), among the nodes of ``gpu_type``; one must exist."""
+        buckets = self._by_avail[gpu_type]
+        for c in range(len(buckets) - 1, -1, -1):
+            for pos in buckets[c]:
+                if self.nodes[pos].num_gpus >= min_gpus:
+                    return self.nodes[pos]
+        raise AssertionError("no node of the type holds the job")
+
+    def _lose_available(self, node: str) -> None:
+        pos = self._pos[node]
+        before = self.avail[node]
+        self.avail[node] = before - 1
+        for k in (None, self._type[node]):
+            old = self._by_avail[k][before]
+            del old[bisect_left(old, pos)]
+            insort(self._by_avail[k][before - 1], pos)
+
+    def reserve(self, slot: Slot, job_id: str) -> None:
+        """``job_id`` reserves an available GPU."""
+        self.reserved_by[slot] = job_id
+        self.closed.add(slot)
+        self._lose_available(slot[0])
+
+    def guarantee(self, slot: Slot) -> None:
+        """A guarantee job starts on ``slot`` (it held the reservation)."""
+        if slot in self.guar:
+            self.reserved_by.pop(slot, None)
+            return
+        node = self._node.get(slot[0])
+        if node is None or slot[1] >= node.num_gpus:
+            self.guar.add(slot)  # not a GPU of the cluster: nothing indexed to update
+            self.reserved_by.pop(slot, None)
+            self.closed.add(slot)
+            return
+        if self.reserved_by.get(slot) is None:
+            self._lose_available(slot[0])
+        self.guar.add(slot)
+        self.reserved_by.pop(slot, None)
+        self.closed.add(slot)
+        if slot not in self.opp:
+            entry = (self._pos[node.name], slot[1], slot)
+            for k in (None, node.gpu_type):  # idle -> holds a guarantee job only
+                self._n_idle[k] -= 1
+                self._n_shared[k] += 1
+                heapq.heappush(self._shared[k], entry)
+
+    def opportunistic(self, g: int, gpu_type: str | None) -> list[Slot] | None:
+        """Take the ``g`` least loaded GPUs of ``gpu_type`` for an opportunistic job, if there
+        are that many below the load limit."""
+        if gpu_type not in self._n_idle or self._n_idle[gpu_type] + self._n_shared[
+                gpu_type] < g:
+            return None
+        guar, opp = self.guar, self.opp
+        out: list[Slot] = []
+        idle, shared = self._idle[gpu_type], self._shared[gpu_type]
+        while len(out) < g and self._n_idle[gpu_type] > 0:
+            slot = heapq.heappop(idle)[2]
+            if slot not in guar and slot not in opp:
+                out.append(slot)
+                self._take_opportunistic(slot)
+        while len(out) < g:
+            slot = heapq.heappop(shared)[2]
+            if slot in guar and slot not in opp:
+                out.append(slot)
+                self._take_opportunistic(slot)
+        return out
+
+    def _take_opportunistic(self, slot: Slot) -> None:
+        counts = self._n_shared if slot in self.guar else self._n_idle
+        for k in (None, self._type[slot[0]]):
+            counts[k] -= 1
+        self.opp.add(slot)
 
 
 class AntMan(Policy):
@@ -93,6 +228,8 @@ class AntMan(Policy):
                 else:
                     guar.add(slot)
         reserved_by: dict[Slot, str] = {s: j for j, ss in self._reserved.items() for s in ss}
+        slots_of = _Slots(nodes, guar, opp, reserved_by)
+        typed_nodes: dict[str | None, tuple[list[Node], dict[str, int]]] = {}
         actions: list[Action] = []
         order = sorted(pending, key=lambda j: (antman_class(j.spec), j.spec.submit_time_s,
                                                j.spec.job_id))
@@ -101,85 +238,64 @@ class AntMan(Policy):
             spec = job.spec
             guarantee = antman_class(spec) == GUARANTEE
             # Nothing left for this class: skip the per-GPU scans (the queue can be long).
-            if guarantee and len(guar.union(reserved_by)) >= total:
+            if guarantee and len(slots_of.closed) >= total:
                 continue
             if not guarantee and total - len(opp) < spec.num_gpus:
                 continue
-            typed = [n for n in nodes if spec.gpu_type is None or n.gpu_type == spec.gpu_type]
             if guarantee:
-                slots = self._reserve(job, typed, guar, reserved_by)
+                if spec.gpu_type not in typed_nodes:
+                    typed = [n for n in nodes
+                             if spec.gpu_type is None or n.gpu_type == spec.gpu_type]
+                    typed_nodes[spec.gpu_type] = (typed, {n.name: n.num_gpus for n in typed})
+                typed, names = typed_nodes[spec.gpu_type]
+                slots = self._reserve(job, typed, names, slots_of)
                 if slots is None:
                     continue
                 for s in slots:
-                    guar.add(s)
-                    reserved_by.pop(s, None)
+                    slots_of.guarantee(s)
                 del self._reserved[job.job_id]
                 actions.append(self._launch(job, slots, holders, JobSettings(),
                                             "antman: resource-guarantee job"))
             else:
-                slots = self._opportunistic(spec.num_gpus, typed, guar, opp)
+                slots = slots_of.opportunistic(spec.num_gpus, spec.gpu_type)
                 if slots is None:
                     continue
-                opp.update(slots)
                 actions.append(self._launch(job, slots, holders, JobSettings(plan=OPPORTUNISTIC),
                                             "antman: opportunistic job on idle capacity"))
         return actions
 
-    def _reserve(
-        self, job: JobView, nodes: list[Node], guar: set[Slot], reserved_by: dict[Slot, str]
-    ) -> list[Slot] | None:
-        """Extend the job's reservation with available GPUs; return them all once complete."""
+    def _reserve(self, job: JobView, nodes: list[Node], names: dict[str, int],
+                 slots_of: _Slots) -> list[Slot] | None:
+        """Extend the job's reservation with available GPUs on ``nodes`` (the job's type;
+        ``names``: their GPU counts); return them all once complete."""
         jid = job.job_id
         g = job.spec.num_gpus
-        names = {n.name: n.num_gpus for n in nodes}
+        guar = slots_of.guar
         # Drop reserved GPUs that vanished or that a guarantee job took meanwhile.
         mine = [s for s in self._reserved.get(jid, []) if s not in guar
                 and s[1] < names.get(s[0], 0)]
         self._reserved[jid] = mine
-
-        def available(node_name: str, count: int) -> list[Slot]:
-            return [(node_name, i) for i in range(count)
-                    if (node_name, i) not in guar and reserved_by.get((node_name, i)) is None]
-
-        fits_one = [n for n in nodes if n.num_gpus >= g]
-        if fits_one:
+        if any(n.num_gpus >= g for n in nodes):
             if mine:
                 home = mine[0][0]
-                cand = [n for n in fits_one if n.name == home]
+                cand = [n for n in nodes if n.name == home and n.num_gpus >= g]
             else:
-                cand = sorted(fits_one, key=lambda n: -len(available(n.name, n.num_gpus)))[:1]
+                cand = [slots_of.most_available(job.spec.gpu_type, g)]
             for n in cand:
-                for s in available(n.name, n.num_gpus)[: g - len(mine)]:
+                for s in slots_of.available(n)[: g - len(mine)]:
                     mine.append(s)
-                    reserved_by[s] = jid
+                    slots_of.reserve(s, jid)
         else:
             held = {s[0] for s in mine}
-            order = sorted(nodes, key=lambda n: (n.name not in held,
-                                                 -len(available(n.name, n.num_gpus))))
+            avail = slots_of.avail
+            order = sorted(nodes, key=lambda n: (n.name not in held, -avail[n.name]))
             for n in order:
                 if len(mine) >= g:
                     break
-                for s in available(n.name, n.num_gpus)[: g - len(mine)]:
+                for s in slots_of.available(n)[: g - len(mine)]:
                     mine.append(s)
-                    reserved_by[s] = jid
+                    slots_of.reserve(s, jid)
         return list(mine) if len(mine) == g else None
-
-    @staticmethod
-    def _opportunistic(
-        g: int, nodes: list[Node], guar: set[Slot], opp: set[Slot]
-    ) -> list[Slot] | None:
-        cands: list[tuple[float, int, int, Slot]] = []
-        for pos, n in enumerate(nodes):
-            for i in range(n.num_gpus):
-                s = (n.name, i)
-                load = (GUARANTEE_LOAD if s in guar else 0.0) + (
-                    OPPORTUNISTIC_LOAD if s in opp else 0.0)
-                if load < LOAD_LIMIT:
-                    cands.append((load, pos, i, s))
-        if len(cands) < g:
-            return None
-        cands.sort()
-        return [c[3] for c in cands[:g]]
 
     @staticmethod
     def _launch(

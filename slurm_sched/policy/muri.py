@@ -88,7 +88,7 @@ from slurm_sched.perf.muri_stages import (
     raw_period,
 )
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import FreeMap, free_map, pack_consolidated
+from slurm_sched.policy.placement import FreeIndex, free_map
 
 Grouping = Literal["blossom", "consecutive"]
 PlacementOrder = Literal["gpus-desc", "priority"]
@@ -243,13 +243,19 @@ def typed_max_weight_pairs(
         left_b = left_a if a == b else [i for i in free[names[b]] if i not in used]
         chosen: list[tuple[int, int]] = []
         if homes is not None:  # keep pairs that already run together
+            # left_b's nodes by home, in left_b order (the first partner found is the same as
+            # a scan of left_b, without the scan: thousands of nodes of one type)
+            partners: dict[Hashable, list[int]] = {}
+            for v in left_b:
+                if homes[v] is not None:
+                    partners.setdefault(homes[v], []).append(v)
             for u in left_a:
                 if len(chosen) == x:
                     break
                 if u in used or homes[u] is None:
                     continue
-                for v in left_b:
-                    if v != u and v not in used and homes[v] == homes[u]:
+                for v in partners.get(homes[u], ()):
+                    if v != u and v not in used:
                         chosen.append((u, v))
                         used.update((u, v))
                         break
@@ -741,10 +747,12 @@ class Muri(Policy):
                     touched.add(node)
         for node in touched:
             free[node].sort()
+        # pack_consolidated through an index: thousands of groups on thousands of nodes
+        index = FreeIndex(free, {n.name: n.gpu_type for n in snapshot.cluster.nodes})
         if self.placement_order == "gpus-desc":
             moving.sort(key=lambda p: -p.bucket[0])  # stable: priority order within a size
         for plan in moving:
-            actions.extend(self._place(snapshot, plan, free))
+            actions.extend(self._place(plan, index))
         return actions
 
     def _find_home(
@@ -813,14 +821,10 @@ class Muri(Policy):
         self._layout_cache[key] = found
         return found
 
-    def _place(self, snapshot: ClusterSnapshot, plan: _Plan, free: FreeMap) -> list[Action]:
+    def _place(self, plan: _Plan, index: FreeIndex) -> list[Action]:
         g, gpu_type = plan.bucket[0], plan.bucket[1]
         if plan.placement is None:
-            part = free if gpu_type is None else {
-                n: gs for n, gs in free.items()
-                if snapshot.cluster.by_name[n].gpu_type == gpu_type
-            }
-            placement = pack_consolidated(part, g)
+            placement = index.consolidated(g, gpu_type)
             if placement is None:
                 return []  # fragmentation across GPU types: wait for the next event
             plan.placement = placement

@@ -60,7 +60,7 @@ from slurm_sched.perf.pollux_goodput import (
 )
 from slurm_sched.perf.sjf_bsbf_model import JobProfile, job_profile
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import FreeMap, pack_consolidated
+from slurm_sched.policy.placement import FreeIndex, FreeMap
 
 Slot = tuple[str, int]
 
@@ -261,7 +261,6 @@ class Pollux(Policy):
             return []
         self._account(snapshot, now_s)
         jobs = self.allocate(snapshot, now_s)
-        node_index = {n.name: i for i, n in enumerate(snapshot.cluster.nodes)}
         free: FreeMap = {n.name: list(range(n.num_gpus)) for n in snapshot.cluster.nodes}
         held = {v.job_id: v for v in snapshot.jobs if v.state is JobState.SUSPENDED}
         for v in held.values():  # suspended jobs keep their GPUs (Pollux never suspends)
@@ -281,13 +280,16 @@ class Pollux(Policy):
                         key=lambda j: (-j.alloc, j.view.job_id))
         gpn = snapshot.cluster.max_gpus_per_node or 1
         options = replica_options(snapshot.cluster.total_gpus, gpn)
+        # free GPUs indexed by count (thousands of movers on thousands of nodes); from here on
+        # ``free`` changes only through it
+        index = FreeIndex(free, {n.name: n.gpu_type for n in snapshot.cluster.nodes})
         for j in movers:
             if j.rigid:
-                p = pack_consolidated(free, j.alloc)
+                p = index.consolidated(j.alloc)
             else:  # fragmented: the largest allowed count that can still be placed
                 p = None
                 for k in [j.alloc] + [o for o in reversed(options) if o < j.alloc]:
-                    p = self._place(free, k, gpn, node_index)
+                    p = self._place(index, k, gpn)
                     if p is not None:
                         break
             if p is not None:
@@ -295,28 +297,23 @@ class Pollux(Policy):
         return self._actions(jobs, keep, targets, now_s)
 
     @staticmethod
-    def _place(free: FreeMap, k: int, gpn: int, node_index: dict[str, int]
-               ) -> Placement | None:
-        """Up to one node's worth on a single node (best fit), more as whole free nodes."""
+    def _place(index: FreeIndex, k: int, gpn: int) -> Placement | None:
+        """Up to one node's worth on a single node (best fit: the fewest free GPUs, then
+        cluster order), more as whole free nodes (cluster order)."""
         if k <= 0:
             return None
+        free = index.free
         if k <= gpn:
-            fits = [n for n in free if len(free[n]) >= k]
-            if not fits:
+            node = index.best_fit_node(k)
+            if node is None:
                 return None
-            node = min(fits, key=lambda n: (len(free[n]), node_index[n]))
-            take, free[node] = free[node][:k], free[node][k:]
-            return Placement.of({node: take})
+            return index.take({node: free[node][:k]})
         if k % gpn:
             return None
-        whole = [n for n in sorted(free, key=node_index.__getitem__)
-                 if len(free[n]) == gpn][: k // gpn]
+        whole = index.nodes_with(gpn, k // gpn)
         if len(whole) < k // gpn:
             return None
-        alloc = {n: list(free[n]) for n in whole}
-        for n in whole:
-            free[n] = []
-        return Placement.of(alloc)
+        return index.take({n: list(free[n]) for n in whole})
 
     def _actions(self, jobs: list[_Job], keep: dict[str, Placement],
                  targets: dict[str, Placement], now_s: float) -> list[Action]:

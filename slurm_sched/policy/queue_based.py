@@ -14,17 +14,54 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView, Placement, Preempt, Start
-from slurm_sched.policy.placement import FreeMap, free_map, pack_consolidated
+from slurm_sched.policy.placement import (
+    FreeIndex,
+    FreeMap,
+    free_map,
+    pack_consolidated,
+    pack_most_free,
+)
 
 Packer = Callable[[FreeMap, int], Placement | None]
 
 
-def _free_for(free: FreeMap, snapshot: ClusterSnapshot, gpu_type: str | None) -> FreeMap:
-    """The part of ``free`` a job may use (same lists, so taking GPUs updates ``free``)."""
+def _free_for(free: FreeMap, snapshot: ClusterSnapshot, gpu_type: str | None,
+              views: dict[str, FreeMap] | None = None) -> FreeMap:
+    """The part of ``free`` a job may use (same lists, so taking GPUs updates ``free``).
+
+    ``views`` caches the per-type parts for one pass: they share ``free``'s lists, so they stay
+    current as long as no node is added to or removed from ``free``.
+    """
     if gpu_type is None:
         return free
+    if views is not None and gpu_type in views:
+        return views[gpu_type]
     by_name = snapshot.cluster.by_name
-    return {n: g for n, g in free.items() if by_name[n].gpu_type == gpu_type}
+    view = {n: g for n, g in free.items() if by_name[n].gpu_type == gpu_type}
+    if views is not None:
+        views[gpu_type] = view
+    return view
+
+
+def _placer(
+    free: FreeMap, snapshot: ClusterSnapshot, packer: Packer
+) -> Callable[[int, str | None], Placement | None]:
+    """``packer`` on the part of ``free`` of a GPU type, for many jobs in a row.
+
+    The two shared packers go through a :class:`FreeIndex` (same placements, without scanning
+    every node per job: thousands of jobs on thousands of nodes); any other packer is called on
+    the per-type views of ``free``.
+    """
+    if packer is pack_consolidated or packer is pack_most_free:
+        by_name = snapshot.cluster.by_name
+        index = FreeIndex(free, {n: by_name[n].gpu_type for n in free})
+        return index.consolidated if packer is pack_consolidated else index.most_free
+    views: dict[str, FreeMap] = {}
+
+    def place(num_gpus: int, gpu_type: str | None) -> Placement | None:
+        return packer(_free_for(free, snapshot, gpu_type, views), num_gpus)
+
+    return place
 
 
 def start_in_order(
@@ -38,10 +75,10 @@ def start_in_order(
     """Start pending jobs in the given order while they fit (non-preemptive)."""
     if not snapshot.pending:
         return []
-    free = free_map(snapshot)
+    place = _placer(free_map(snapshot), snapshot, packer)
     actions: list[Action] = []
     for job in ordered_pending:
-        placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
+        placement = place(job.spec.num_gpus, job.spec.gpu_type)
         if placement is None:
             if blocking:
                 break
@@ -119,8 +156,9 @@ def preemptive_in_order(
                 touched.add(node)
     for node in touched:
         free[node].sort()
+    place = _placer(free, snapshot, packer)
     for job in pending_chosen:
-        placement = packer(_free_for(free, snapshot, job.spec.gpu_type), job.spec.num_gpus)
+        placement = place(job.spec.num_gpus, job.spec.gpu_type)
         if placement is None:  # fragmentation across GPU types: wait for the next cycle
             continue
         actions.append(Start(job_id=job.spec.job_id, placement=placement, reason=reason))

@@ -37,6 +37,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from slurm_sched.model import (
     Action,
+    Cluster,
     ClusterSnapshot,
     JobSettings,
     JobState,
@@ -58,6 +59,7 @@ from slurm_sched.perf.rubick_model import (
     shape_of,
 )
 from slurm_sched.policy.base import Policy
+from slurm_sched.policy.placement import CountIndex
 from slurm_sched.policy.rubick import RESTART_COST_S, embed
 
 ROUND_S = 60.0
@@ -106,25 +108,36 @@ def _order_actions(snapshot: ClusterSnapshot, preempts: list[str],
     """Preemptions first, then placements ordered so their GPUs are free when applied
     (cycles broken by preempting)."""
     held: dict[tuple[str, int], str] = {}
+    owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
+
+    def hold(slot: tuple[str, int], jid: str) -> None:
+        prev = held.get(slot)
+        if prev is not None:
+            owned[prev].discard(slot)
+        held[slot] = jid
+        owned.setdefault(jid, set()).add(slot)
+
+    def release(jid: str) -> None:
+        for slot in owned.pop(jid, ()):
+            del held[slot]
+
     for j in snapshot.jobs:
         if j.placement is not None and j.state is not JobState.PENDING:
             for slot in j.placement.slots():
-                held[slot] = j.job_id
+                hold(slot, j.job_id)
     out: list[Action] = []
     for jid in preempts:
         out.append(Preempt(job_id=jid, reason="baseline: deallocated"))
-        for k in [k for k, v in held.items() if v == jid]:
-            del held[k]
+        release(jid)
     todo = list(places)
     while todo:
         progressed = False
         for item in list(todo):
             jid, p, act = item
             if all(held.get(s) in (None, jid) for s in p.slots()):
-                for k in [k for k, v in held.items() if v == jid]:
-                    del held[k]
+                release(jid)
                 for s in p.slots():
-                    held[s] = jid
+                    hold(s, jid)
                 out.append(act)
                 todo.remove(item)
                 progressed = True
@@ -134,8 +147,7 @@ def _order_actions(snapshot: ClusterSnapshot, preempts: list[str],
                 break
             jid = running[0][0]
             out.append(Preempt(job_id=jid, reason="baseline: break a placement cycle"))
-            for k in [k for k, v in held.items() if v == jid]:
-                del held[k]
+            release(jid)
     return out
 
 
@@ -426,18 +438,29 @@ class Synergy(_Base):
         queue = sorted((j for j in jobs if j.state is JobState.PENDING or j.job_id in expired),
                        key=lambda j: (j.spec.submit_time_s, j.job_id))
         placed: dict[str, tuple[Placement, int]] = {}
+        # The pass only takes resources, so a job's chance to fit only shrinks: free GPUs are
+        # counted once and kept up to date, the nodes' resources are mirrored in arrays for
+        # the best-fit scans, and a demand that found no room stays without room.
+        n_free = sum(len(v) for v in free.values())
+        arrays = _NodeArrays(cluster, free, cpu_free, mem_free)
+        no_room: set[tuple] = set()
         for j in queue:
             g = j.spec.num_gpus
-            if g > sum(len(v) for v in free.values()):
+            if g > n_free:
                 continue  # considered only if its GPUs are free [X]
             if j.job_id in expired and j.placement is not None and all(
                     set(p.gpus) <= set(free[p.node]) for p in j.placement.parts):
+                before = sum(len(free[p.node]) for p in j.placement.parts)
                 self._hold(j, free, cpu_free, mem_free)
+                n_free -= before - sum(len(free[p.node]) for p in j.placement.parts)
+                for p in j.placement.parts:
+                    arrays.sync(p.node, free, cpu_free, mem_free)
                 placed[j.job_id] = (j.placement, -1)
                 continue
-            got = self._fit(j, sizes, order, free, cpu_free, mem_free, by_name)
+            got = self._fit(j, sizes, order, free, cpu_free, mem_free, by_name, arrays, no_room)
             if got is not None:
                 placed[j.job_id] = got
+                n_free -= got[0].num_gpus
         preempts = [jid for jid in expired if jid not in placed]
         places = []
         for j in queue:
@@ -478,32 +501,24 @@ class Synergy(_Base):
             cpu_free[part.node] -= c
             mem_free[part.node] -= self.demand(info, j, len(part.gpus), total)[1]
 
-    def _fit(self, j: JobView, sizes, order, free, cpu_free, mem_free, by_name
-             ) -> tuple[Placement, int] | None:
-        """Best fit of the full demand vector; else the GPU-proportional fair share."""
+    def _fit(self, j: JobView, sizes, order, free, cpu_free, mem_free, by_name,
+             arrays: _NodeArrays, no_room: set[tuple]) -> tuple[Placement, int] | None:
+        """Best fit of the full demand vector; else the GPU-proportional fair share.
+
+        ``arrays`` mirrors ``free``/``cpu_free``/``mem_free`` (kept in step here);
+        ``no_room`` holds the demands that did not fit earlier in the pass (resources only
+        shrink during a pass, so they cannot fit now: skipped)."""
         g = j.spec.num_gpus
         info = self.info(j)
-        counts = _free_counts(free)
+        demand = self.demand(info, j, 1, g)
+        shapes = self.shapes(j, sizes)
+        key = (g, tuple(shapes), demand)
+        if key in no_room:
+            return None
         for fair in (False, True):
-            for shape in self.shapes(j, sizes):
-                avail = {}
-                for n, k in counts.items():
-                    if k <= 0:
-                        continue
-                    # GPUs usable on n given its CPU/memory (demand per GPU, or fair share)
-                    node = by_name[n]
-                    per_cpu, per_mem = self.demand(info, j, 1, g)
-                    if fair:
-                        per_cpu = min(per_cpu, node.cpus // max(1, node.num_gpus))
-                        per_mem = min(per_mem, node.mem_gb / max(1, node.num_gpus))
-                    usable = k
-                    if per_cpu > 0:
-                        usable = min(usable, cpu_free[n] // per_cpu)
-                    if per_mem > 0:
-                        usable = min(usable, int(mem_free[n] // per_mem))
-                    if usable > 0:
-                        avail[n] = usable
-                emb = _best_fit_embed(shape, g, avail, order)
+            for shape in shapes:
+                # GPUs usable on each node given its CPU/memory (demand per GPU, or fair share)
+                emb = arrays.best_fit_embed(shape, g, demand, fair)
                 if emb is None:
                     continue
                 cpus = 0
@@ -516,8 +531,92 @@ class Synergy(_Base):
                     cpu_free[n] -= per_cpu * k
                     mem_free[n] -= per_mem * k
                     cpus += per_cpu * k
-                return _take(free, emb), cpus
+                p = _take(free, emb)
+                for n in emb:
+                    arrays.sync(n, free, cpu_free, mem_free)
+                return p, cpus
+        no_room.add(key)
         return None
+
+
+class _NodeArrays:
+    """Every node's free GPUs, CPUs and memory as arrays in cluster order, for Synergy's
+    per-job scans of the whole cluster (thousands of nodes, thousands of jobs per pass).
+
+    The per-node arithmetic is the scalar code's, element-wise (floor divisions included), so
+    the GPUs usable per node and the best fit chosen are the same."""
+
+    def __init__(self, cluster: Cluster, free: dict[str, list[int]],
+                 cpu_free: dict[str, int], mem_free: dict[str, float]) -> None:
+        self.names = [n.name for n in cluster.nodes]
+        self.pos = {n: i for i, n in enumerate(self.names)}
+        self.gpus = np.array([len(free[n]) for n in self.names], dtype=np.int64)
+        self.cpus = np.array([cpu_free[n] for n in self.names], dtype=np.int64)
+        self.mem = np.array([mem_free[n] for n in self.names], dtype=np.float64)
+        self.cpu_share = np.array([n.cpus // max(1, n.num_gpus) for n in cluster.nodes],
+                                  dtype=np.int64)
+        self.mem_share = np.array([n.mem_gb / max(1, n.num_gpus) for n in cluster.nodes],
+                                  dtype=np.float64)
+
+    def sync(self, node: str, free: dict[str, list[int]], cpu_free: dict[str, int],
+             mem_free: dict[str, float]) -> None:
+        i = self.pos[node]
+        self.gpus[i] = len(free[node])
+        self.cpus[i] = cpu_free[node]
+        self.mem[i] = mem_free[node]
+
+    def usable(self, demand: tuple[int, float], fair: bool) -> np.ndarray:
+        """GPUs usable per node (0 where none): ``min(free, cpu // per_cpu, mem // per_mem)``
+        with the per-GPU demand, capped by the node's fair share when ``fair``."""
+        per_cpu, per_mem = demand
+        out = self.gpus.copy()
+        if fair:
+            pc = np.minimum(per_cpu, self.cpu_share)
+            pm = np.minimum(per_mem, self.mem_share)
+            pos_c = pc > 0
+            np.minimum(out, np.where(pos_c, self.cpus // np.where(pos_c, pc, 1), out), out=out)
+            pos_m = pm > 0
+            by_mem = np.floor_divide(self.mem, np.where(pos_m, pm, 1.0)).astype(np.int64)
+            np.minimum(out, np.where(pos_m, by_mem, out), out=out)
+        else:
+            if per_cpu > 0:
+                np.minimum(out, self.cpus // per_cpu, out=out)
+            if per_mem > 0:
+                np.minimum(out, np.floor_divide(self.mem, per_mem).astype(np.int64), out=out)
+        out[self.gpus <= 0] = 0
+        out[out < 0] = 0
+        return out
+
+    def best_fit_embed(self, shape: Shape | None, gpus: int, demand: tuple[int, float],
+                       fair: bool) -> dict[str, int] | None:
+        """:func:`_best_fit_embed` on the usable GPUs of every node (nodes with none left
+        out)."""
+        usable = self.usable(demand, fair)
+        if shape is None:
+            fits = np.flatnonzero(usable >= max(gpus, 1))
+            if fits.size:
+                best = fits[np.argmin(usable[fits])]  # first of the fewest: cluster order
+                return {self.names[best]: gpus}
+            have = np.flatnonzero(usable > 0)
+            if int(usable[have].sum()) < gpus:
+                return None
+            out, need = {}, gpus
+            for i in have[np.argsort(-usable[have], kind="stable")]:
+                take = min(int(usable[i]), need)
+                out[self.names[i]] = take
+                need -= take
+                if need == 0:
+                    return out
+            return None
+        out = {}
+        for k in sorted(shape, reverse=True):
+            fits = np.flatnonzero(usable >= max(k, 1))
+            if not fits.size:
+                return None
+            best = fits[np.argmin(usable[fits])]
+            out[self.names[best]] = k
+            usable[best] = 0  # used
+        return out
 
 
 def _best_fit_embed(shape: Shape | None, gpus: int, avail: dict[str, int], order: list[str]
@@ -543,6 +642,32 @@ def _best_fit_embed(shape: Shape | None, gpus: int, avail: dict[str, int], order
         if not fits:
             return None
         n = min(fits, key=lambda n: (avail[n], pos[n]))
+        out[n] = k
+        used.add(n)
+    return out
+
+
+def _best_fit_embed_counts(shape: Shape | None, gpus: int, counts: CountIndex
+                           ) -> dict[str, int] | None:
+    """:func:`_best_fit_embed` on every node's free GPU count, through the index."""
+    if shape is None:
+        n = counts.best_fit(gpus)
+        if n is not None:
+            return {n: gpus}
+        out, need = {}, gpus
+        for n in counts.by_most():
+            take = min(counts[n], need)
+            out[n] = take
+            need -= take
+            if need == 0:
+                return out
+        return None
+    out = {}
+    used: set[str] = set()
+    for k in sorted(shape, reverse=True):
+        n = counts.best_fit(k, used)
+        if n is None:
+            return None
         out[n] = k
         used.add(n)
     return out
@@ -601,6 +726,9 @@ class AntManRubick(_Base):
         order = [n.name for n in cluster.nodes]
         sizes = sorted((n.num_gpus for n in cluster.nodes if n.num_gpus), reverse=True)
         free = {n.name: list(snapshot.free_gpus[n.name]) for n in cluster.nodes}
+        # free GPU counts indexed (every change of ``free`` is reported to it): the pass
+        # queries the most free / best-fitting node once per job
+        counts = CountIndex({n: len(free[n]) for n in order})
         running = {j.job_id: j for j in snapshot.running if j.placement is not None}
         alloc = {jid: {p.node: list(p.gpus) for p in j.placement.parts}  # type: ignore[union-attr]
                  for jid, j in running.items()}
@@ -620,25 +748,26 @@ class AntManRubick(_Base):
                 quota = self.quotas.get(j.spec.user, cluster.total_gpus)
                 if used.get(j.spec.user, 0) + want > quota:
                     continue
-                p = self._place_exact(j, info, free, sizes, order)
+                p = self._place_exact(j, info, free, sizes, counts)
                 if p is None:
-                    p = self._shrink_for(want, running, alloc, free, order, victims, shrunk)
+                    p = self._shrink_for(want, running, alloc, free, counts, victims, shrunk)
                 if p is None:
                     continue
                 used[j.spec.user] = used.get(j.spec.user, 0) + want
             elif self._elastic(info):
                 assert info is not None
                 p = None
-                for n in sorted(order, key=lambda n: (-len(free[n]), order.index(n))):
-                    g = self._elastic_size(info, len(free[n]))
+                most = counts.most()  # the node with the most free GPUs, first in order
+                if most is not None:
+                    g = self._elastic_size(info, len(free[most]))
                     if g >= 1:
-                        p = Placement.of({n: free[n][:g]})
-                        free[n] = free[n][g:]
-                    break
+                        p = Placement.of({most: free[most][:g]})
+                        free[most] = free[most][g:]
+                        counts.set(most, len(free[most]))
                 if p is None:
                     continue
             else:
-                p = self._place_exact(j, info, free, sizes, order)
+                p = self._place_exact(j, info, free, sizes, counts)
                 if p is None:
                     continue
             started[j.job_id] = p
@@ -664,7 +793,7 @@ class AntManRubick(_Base):
         return _order_actions(snapshot, victims, places)
 
     def _place_exact(self, j: JobView, info: JobInfo | None, free: dict[str, list[int]],
-                     sizes: list[int], order: list[str]) -> Placement | None:
+                     sizes: list[int], counts: CountIndex) -> Placement | None:
         g = j.spec.num_gpus
         shapes: list[Shape | None]
         if info is None:
@@ -675,21 +804,30 @@ class AntManRubick(_Base):
         else:
             shapes = [(g,)] if g <= max(sizes, default=0) else [info.ref_shape]
         for s in shapes:
-            emb = _best_fit_embed(s, g, _free_counts(free), order)
+            emb = _best_fit_embed_counts(s, g, counts)
             if emb is not None:
-                return _take(free, emb)
+                p = _take(free, emb)
+                for n in emb:
+                    counts.set(n, len(free[n]))
+                return p
         return None
 
     def _shrink_for(self, want: int, running: dict[str, JobView],
                     alloc: dict[str, dict[str, list[int]]], free: dict[str, list[int]],
-                    order: list[str], victims: list[str], shrunk: dict[str, Placement]
+                    counts: CountIndex, victims: list[str], shrunk: dict[str, Placement]
                     ) -> Placement | None:
         """Shrink best-effort single-node jobs on one node by 1/2/4/8 GPUs (victims with < 5
         restarts) until the guaranteed job fits there."""
-        for n in sorted(order, key=lambda n: (-len(free[n]), order.index(n))):
-            cands = [jid for jid, a in alloc.items() if jid in running and list(a) == [n]
-                     and not self._guaranteed(running[jid]) and jid not in victims
-                     and self._restarts.get(jid, 0) < self.max_victim_restarts]
+        # The possible victims per node, in one pass over the jobs (shrinking on one node
+        # leaves the others' unchanged).
+        on_node: dict[str, list[str]] = {}
+        for jid, a in alloc.items():
+            if (jid in running and len(a) == 1 and not self._guaranteed(running[jid])
+                    and jid not in victims
+                    and self._restarts.get(jid, 0) < self.max_victim_restarts):
+                on_node.setdefault(next(iter(a)), []).append(jid)
+        for n in counts.by_most(empty=True):
+            cands = on_node.get(n, [])
             if len(free[n]) + sum(len(alloc[v][n]) for v in cands) < want:
                 continue
             for jid in sorted(cands, key=lambda v: (len(alloc[v][n]), v)):
@@ -702,6 +840,7 @@ class AntManRubick(_Base):
                     assert info is not None
                     keep = self._elastic_size(info, max(0, len(have) - (want - len(free[n]))))
                 free[n] = sorted(free[n] + have[keep:])
+                counts.set(n, len(free[n]))
                 if keep == 0:
                     victims.append(jid)
                     shrunk.pop(jid, None)
@@ -712,6 +851,7 @@ class AntManRubick(_Base):
             if len(free[n]) >= want:
                 p = Placement.of({n: free[n][:want]})
                 free[n] = free[n][want:]
+                counts.set(n, len(free[n]))
                 return p
         return None
 

@@ -40,6 +40,7 @@ construction of the traces), so with sharing disabled the schedule is exactly SJ
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ from slurm_sched.perf.sjf_bsbf_model import (
     job_profile,
 )
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import FreeMap, free_map, pack_consolidated
+from slurm_sched.policy.placement import FreeIndex, FreeMap, free_map, pack_consolidated
 from slurm_sched.policy.sjf import SjfKey, sjf_sort_key
 
 Slot = tuple[str, int]
@@ -181,12 +182,24 @@ class SharingChoice:
 
 
 class _State:
-    """Mutable per-pass view: GPU holders and free GPUs, updated as the pass places jobs."""
+    """Mutable per-pass view: GPU holders and free GPUs, updated as the pass places jobs.
+
+    A pass considers every pending job on clusters of thousands of GPUs, so what each job asks
+    for is kept up to date rather than recomputed: free GPUs in a :class:`FreeIndex` (counts
+    per GPU type, consolidated packing), and the GPUs holding exactly one running job (G_OJ) as
+    sorted (server, GPU) positions, for all servers and per GPU type. :meth:`place` is the only
+    way holders and free GPUs change during the pass.
+    """
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
-        self.node_index = {n.name: i for i, n in enumerate(snapshot.cluster.nodes)}
+        nodes = snapshot.cluster.nodes
+        self.node_index = {n.name: i for i, n in enumerate(nodes)}
+        self._names = [n.name for n in nodes]
+        self._type_of = {n.name: n.gpu_type for n in nodes}
         self.free: FreeMap = free_map(snapshot)
+        self.free_index = FreeIndex(self.free, self._type_of)
+        self._views: dict[str, FreeMap] = {}
         self.holders: dict[Slot, list[str]] = {k: list(v) for k, v in snapshot.occupancy.items()}
         self.slots_of: dict[str, list[Slot]] = {}
         for j in snapshot.jobs:
@@ -194,6 +207,18 @@ class _State:
                 self.slots_of[j.job_id] = sorted(j.placement.slots(), key=self.slot_key)
         self.runners: dict[str, _Runner] = {}
         self.suspended = {j.job_id for j in snapshot.suspended}
+        #: key (None = all servers, else a GPU type) -> sorted (server index, GPU) of G_OJ
+        self._singles: dict[str | None, list[tuple[int, int]]] = {None: []}
+        for t in self._type_of.values():
+            self._singles.setdefault(t, [])
+        self._single_set: set[Slot] = set()
+        for slot, h in self.holders.items():
+            if len(h) == 1 and h[0] not in self.suspended and slot[0] in self.node_index:
+                self._single_set.add(slot)
+        for slot in sorted(self._single_set, key=self.slot_key):
+            pos = self.slot_key(slot)
+            self._singles[None].append(pos)
+            self._singles[self._type_of[slot[0]]].append(pos)
 
     def slot_key(self, slot: Slot) -> tuple[int, int]:
         return self.node_index[slot[0]], slot[1]
@@ -205,26 +230,70 @@ class _State:
         return {n for n in self.free if by_name[n].gpu_type == gpu_type}
 
     def free_for(self, gpu_type: str | None) -> FreeMap:
-        allowed = self.nodes_of_type(gpu_type)
-        if allowed is None:
+        """The free GPUs of a type (the same lists as ``free``: do not change them)."""
+        if gpu_type is None:
             return self.free
-        return {n: g for n, g in self.free.items() if n in allowed}
+        view = self._views.get(gpu_type)
+        if view is None:
+            allowed = self.nodes_of_type(gpu_type)
+            assert allowed is not None
+            view = {n: g for n, g in self.free.items() if n in allowed}
+            self._views[gpu_type] = view
+        return view
+
+    def free_count(self, gpu_type: str | None) -> int:
+        return self.free_index.total(gpu_type)
+
+    def _single_positions(self, gpu_type: str | None) -> list[tuple[int, int]]:
+        return self._singles.get(gpu_type, [])
+
+    def single_count(self, gpu_type: str | None) -> int:
+        return len(self._single_positions(gpu_type))
+
+    def iter_singles(self, gpu_type: str | None) -> Iterable[Slot]:
+        """G_OJ of a type in (server, GPU) order, lazily (do not place while iterating)."""
+        names = self._names
+        return ((names[i], g) for i, g in self._single_positions(gpu_type))
 
     def single_slots(self, gpu_type: str | None) -> list[Slot]:
         """GPUs holding exactly one job that is running (G_OJ), in (server, GPU) order."""
-        allowed = self.nodes_of_type(gpu_type)
-        out = [s for s, h in self.holders.items()
-               if len(h) == 1 and h[0] not in self.suspended
-               and (allowed is None or s[0] in allowed)]
-        return sorted(out, key=self.slot_key)
+        return list(self.iter_singles(gpu_type))
+
+    def is_single(self, slot: Slot, gpu_type: str | None) -> bool:
+        """``slot`` is in G_OJ of that type."""
+        return slot in self._single_set and (
+            gpu_type is None or self._type_of.get(slot[0]) == gpu_type)
+
+    def _file_single(self, slot: Slot, add: bool) -> None:
+        pos = self.slot_key(slot)
+        for key in (None, self._type_of[slot[0]]):
+            lst = self._singles[key]
+            if add:
+                insort(lst, pos)
+            else:
+                del lst[bisect_left(lst, pos)]
+        if add:
+            self._single_set.add(slot)
+        else:
+            self._single_set.discard(slot)
+
+    def pack(self, num_gpus: int, gpu_type: str | None) -> Placement | None:
+        """``pack_consolidated`` on the free GPUs of a type (taken from ``free``)."""
+        return self.free_index.consolidated(num_gpus, gpu_type)
 
     def place(self, job_id: str, slots: Iterable[Slot]) -> None:
         slots = sorted(slots, key=self.slot_key)
+        running = job_id not in self.suspended
         for node, g in slots:
-            self.holders.setdefault((node, g), []).append(job_id)
-            left = self.free[node]
-            if g in left:
-                left.remove(g)
+            h = self.holders.setdefault((node, g), [])
+            was_single = (node, g) in self._single_set
+            h.append(job_id)
+            if was_single:
+                self._file_single((node, g), add=False)
+            elif len(h) == 1 and running:
+                self._file_single((node, g), add=True)
+            if g in self.free[node]:
+                self.free_index.remove(node, g)
         self.slots_of[job_id] = slots
 
 
@@ -271,6 +340,8 @@ class SjfBsbf(Policy):
         self.share_log: deque[tuple[str, str, PairDecision]] = deque(maxlen=SHARE_LOG_SIZE)
         self._xi_cache: dict[tuple[str | None, int | None, str | None, int | None],
                              tuple[float, float]] = {}
+        self._options_cache: dict[tuple[str, int, int],
+                                  tuple[JobProfile, tuple[tuple[int, float, float], ...]]] = {}
 
     # ------------------------------------------------------------ model queries
     def candidate(self, job: JobView) -> _Candidate:
@@ -278,8 +349,16 @@ class SjfBsbf(Policy):
         dur = job.spec.duration_s
         if prof is None:
             return _Candidate(job, None, ((None, dur, 0.0),), dur)
-        opts = tuple((b, dur * prof.slowdown(b), prof.mem_gb(b) if self.memory_gb else 0.0)
-                     for b in prof.sub_batches())
+        # (sub-batch, slow-down, memory) depend on the profile only: memoised per profile
+        key = (prof.app, prof.num_gpus, prof.batch_size)
+        per_b = self._options_cache.get(key)
+        if per_b is None or per_b[0] is not prof:
+            per_b = (prof, tuple((b, prof.slowdown(b), prof.mem_gb(b) if self.memory_gb else 0.0)
+                                 for b in prof.sub_batches()))
+            if len(self._options_cache) > 100_000:
+                self._options_cache.clear()
+            self._options_cache[key] = per_b
+        opts = tuple((b, dur * slow, mem) for b, slow, mem in per_b[1])
         return _Candidate(job, prof, opts, dur)
 
     def solo_sub_batch(self, cand: _Candidate) -> int | None:
@@ -381,11 +460,12 @@ class SjfBsbf(Policy):
     def _schedule_one(self, job: JobView, state: _State) -> Action | None:
         need = job.spec.num_gpus
         gtype = job.spec.gpu_type
-        free = state.free_for(gtype)
-        n_free = sum(len(g) for g in free.values())
+        n_free = state.free_count(gtype)
+        if n_free < need and n_free + state.single_count(gtype) < need:
+            return None  # not even sharing every G_OJ would do
         cand = self.candidate(job)
         if n_free >= need:  # free GPUs first (validation check 6)
-            placement = pack_consolidated(free, need)
+            placement = state.pack(need, gtype)
             assert placement is not None
             b = self.solo_sub_batch(cand)
             state.place(job.job_id, placement.slots())
@@ -395,13 +475,10 @@ class SjfBsbf(Policy):
             state.runners[job.job_id] = self._new_runner(cand, b, slow)
             return Start(job_id=job.job_id, placement=placement, settings=cand.settings(b),
                          reason="sjf: free GPUs")
-        single = state.single_slots(gtype)
-        if n_free + len(single) < need:
-            return None
-        return self._share(job, cand, state, single, need, gtype)
+        return self._share(job, cand, state, need, gtype)
 
-    def sharing_candidates(self, cand: _Candidate, owners: list[str], state: _State
-                           ) -> list[tuple[float, str, int | None]]:
+    def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State
+                           ) -> Sequence[tuple[float, str, int | None]]:
         """Running jobs worth sharing with, as (pair JCT, job id, sub-batch), best first."""
         out = []
         for rid in owners:
@@ -411,18 +488,22 @@ class SjfBsbf(Policy):
         out.sort(key=lambda c: (c[0], c[1]))
         return out
 
-    def _share(self, job: JobView, cand: _Candidate, state: _State, single: list[Slot],
-               need: int, gtype: str | None) -> Action | None:
-        owners: list[str] = []
+    @staticmethod
+    def _owners(state: _State, gtype: str | None) -> Iterable[str]:
+        """Running jobs holding a G_OJ GPU of the type, in the order of their first one."""
         seen: set[str] = set()
-        for s in single:
-            rid = state.holders[s][0]
-            if rid not in seen and rid in state.runners:
+        holders, runners = state.holders, state.runners
+        for s in state.iter_singles(gtype):
+            rid = holders[s][0]
+            if rid not in seen and rid in runners:
                 seen.add(rid)
-                owners.append(rid)
-        cands = self.sharing_candidates(cand, owners, state)
+                yield rid
+
+    def _share(self, job: JobView, cand: _Candidate, state: _State, need: int,
+               gtype: str | None) -> Action | None:
+        cands = self.sharing_candidates(cand, self._owners(state, gtype), state)
         while cands:
-            chosen, slots, b_j = self._compose(cands, single, state, need, gtype)
+            chosen, slots, b_j = self._compose(cands, state, need, gtype)
             if slots is None:
                 return None
             # A5: the smallest chosen sub-batch; re-check every chosen pair with it and with
@@ -435,15 +516,14 @@ class SjfBsbf(Policy):
             cands = [c for c in cands if c[1] not in bad]
         return None
 
-    def _compose(self, cands: list[tuple[float, str, int | None]], single: list[Slot],
-                 state: _State, need: int, gtype: str | None
+    def _compose(self, cands: Sequence[tuple[float, str, int | None]], state: _State,
+                 need: int, gtype: str | None
                  ) -> tuple[list[str], list[Slot] | None, int | None]:
-        single_set = set(single)
         taken: list[Slot] = []
         chosen: list[str] = []
         b_j: int | None = None
         for _, rid, b in cands:
-            mine = [s for s in state.slots_of.get(rid, ()) if s in single_set]
+            mine = [s for s in state.slots_of.get(rid, ()) if state.is_single(s, gtype)]
             if not mine:
                 continue
             used_nodes = {s[0] for s in taken}

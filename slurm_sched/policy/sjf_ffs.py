@@ -15,8 +15,55 @@ model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.sjf_bsbf import SjfBsbf, _Candidate, _State
+
+Cand = tuple[float, str, int | None]
+
+
+class _Lazy(Sequence[Cand]):
+    """The candidates, produced as far as they are read: the composition takes the first few
+    of thousands of running jobs, so the rest are not examined (same sequence either way)."""
+
+    def __init__(self, source: Iterator[Cand]) -> None:
+        self._source = source
+        self._done: list[Cand] = []
+
+    def _fill(self, n: int | None) -> None:
+        while n is None or len(self._done) < n:
+            nxt = next(self._source, None)
+            if nxt is None:
+                break
+            self._done.append(nxt)
+
+    def __iter__(self) -> Iterator[Cand]:
+        i = 0
+        while True:
+            if i == len(self._done):
+                self._fill(i + 1)
+                if i == len(self._done):
+                    return
+            yield self._done[i]
+            i += 1
+
+    def __bool__(self) -> bool:
+        self._fill(1)
+        return bool(self._done)
+
+    def __len__(self) -> int:
+        self._fill(None)
+        return len(self._done)
+
+    @overload
+    def __getitem__(self, i: int) -> Cand: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
+    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
+        self._fill(None)
+        return self._done[i]
 
 
 class SjfFfs(SjfBsbf):
@@ -24,21 +71,22 @@ class SjfFfs(SjfBsbf):
     summary = ("SJF; when GPUs run short, shares the first GPUs holding one job (first fit), "
                "no benefit test (non-preemptive)")
 
-    def sharing_candidates(self, cand: _Candidate, owners: list[str], state: _State
-                           ) -> list[tuple[float, str, int | None]]:
+    def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State
+                           ) -> Sequence[Cand]:
         """Every running job some sub-batch fits next to, in first-fit (GPU index) order.
 
         ``owners`` is already in the order of their first single-job GPU; the sort key is that
         rank, so Algorithm 1's composition takes their GPUs first fit.
         """
-        out: list[tuple[float, str, int | None]] = []
-        for rank, rid in enumerate(owners):
-            run = state.runners[rid]
-            for b, _, mem in cand.options:  # largest first
-                if self.mem_ok(mem, run):
-                    out.append((float(rank), rid, b))
-                    break
-        return out
+        def gen() -> Iterator[Cand]:
+            for rank, rid in enumerate(owners):
+                run = state.runners[rid]
+                for b, _, mem in cand.options:  # largest first
+                    if self.mem_ok(mem, run):
+                        yield (float(rank), rid, b)
+                        break
+
+        return _Lazy(gen())
 
     def _failing_pairs(self, cand: _Candidate, chosen: list[str], b_j: int | None,
                        state: _State, nodes: int | None = None) -> set[str]:
