@@ -73,8 +73,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from slurm_sched.model import (
@@ -163,6 +164,102 @@ class _Held:
         return self.share >= 1.0 - _EPS
 
 
+class _PickIndex:
+    """The single-server GPU sets of one size on a list of servers, sorted by their score
+    without the job's share: (max load, rounded sum of loads, jobs, server position, set).
+
+    :meth:`GandivaFair._choose_gpus` ranks sets by ``(round(max load + share, 9), round(sum
+    of loads, 9), jobs, position)``; adding the share and rounding keeps the order of the max
+    loads except between loads less than 3e-9 apart, so only the best set of each distinct
+    max load within 3e-9 of the lowest is scored exactly."""
+
+    WINDOW = 3e-9
+
+    def __init__(self, nodes: list[Node], size: int, cap: int,
+                 slot_sets: Callable[[list[tuple[float, int, int]], int, int],
+                                     list[list[tuple[float, int, int]]]],
+                 admit: _AdmitCache) -> None:
+        self.size = size
+        self.cap = cap
+        self.slot_sets = slot_sets
+        self.admit = admit
+        self.pos = {n.name: i for i, n in enumerate(nodes)}
+        self.nodes = {n.name: n for n in nodes}
+        self.sorted: list[tuple] = []
+        self.by_node: dict[str, list[tuple]] = {}
+        #: servers whose loads changed since they were filed (re-filed at the next query)
+        self.dirty: set[str] = set()
+        for n in nodes:
+            self._file(n)
+
+    def _file(self, n: Node) -> None:
+        out: list[tuple] = []
+        if n.num_gpus >= self.size:
+            load, count = self.admit.load, self.admit.count
+            avail = [(load.get((n.name, g), 0), count.get((n.name, g), 0), g)
+                     for g in range(n.num_gpus) if count.get((n.name, g), 0) < self.cap]
+            if len(avail) >= self.size:
+                for k, pick in enumerate(self.slot_sets(avail, self.size, n.num_gpus)):
+                    out.append((max(a[0] for a in pick), round(sum(a[0] for a in pick), 9),
+                                sum(a[1] for a in pick), self.pos[n.name], k, n.name,
+                                tuple(sorted(a[2] for a in pick))))
+        for e in out:
+            insort(self.sorted, e)
+        self.by_node[n.name] = out
+
+    def touch(self, node: str) -> None:
+        if node in self.nodes:
+            self.dirty.add(node)
+
+    def _refile(self, node: str) -> None:
+        for e in self.by_node.pop(node, []):
+            del self.sorted[bisect_left(self.sorted, e)]
+        self._file(self.nodes[node])
+
+    def best(self, share: float) -> tuple[str, tuple[int, ...]] | None:
+        for node in self.dirty:
+            self._refile(node)
+        self.dirty.clear()
+        entries = self.sorted
+        if not entries:
+            return None
+        low = entries[0][0]
+        best: tuple | None = None
+        i = 0
+        while i < len(entries):
+            e = entries[i]
+            if e[0] > low + self.WINDOW:
+                break
+            key = (round(e[0] + share, 9), e[1], e[2], e[3], e[4])
+            if best is None or key < best[0]:
+                best = (key, e)
+            i = bisect_right(entries, (e[0], math.inf))
+        assert best is not None
+        return best[1][5], best[1][6]
+
+
+@dataclass
+class _AdmitCache:
+    """What admission asks for once per job, kept up to date as it places jobs: each GPU's
+    load and job count, jobs per (user, pool), and per pool the running sums of
+    :meth:`GandivaFair._join_pass` (uncapped jobs, then all) in ``held`` order. The plain
+    sums scan every holder or held job for each of thousands of pending jobs; these are the
+    same sums, accumulated in the same order."""
+
+    load: dict[Slot, float]
+    count: dict[Slot, int]
+    per_user_pool: dict[tuple[str, str], int]
+    #: GPUs held per pool and per (user, pool)
+    pool_gpus: dict[str, int]
+    user_pool_gpus: dict[tuple[str, str], int]
+    #: pool -> [tickets, tickets x pass, jobs] of uncapped jobs, then of all jobs with a pass
+    passes: dict[str, list[float]]
+    #: servers of a (pool, required type) and their GPU-set indexes by size
+    servers: dict[tuple[str, str | None], list[Node]] = field(default_factory=dict)
+    picks: dict[tuple[str, str | None, int], _PickIndex] = field(default_factory=dict)
+    widest: dict[tuple[str, str | None], int] = field(default_factory=dict)
+
+
 @dataclass
 class _Cycle:
     """Working state of one decide() call."""
@@ -176,11 +273,16 @@ class _Cycle:
     lam: dict[str, float] = field(default_factory=dict)  # water level per pool
     pre: list[Action] = field(default_factory=list)  # moves and placements, in order
     newly_running: set[str] = field(default_factory=set)
+    admit: _AdmitCache | None = None  # only while _admit runs
 
     def load(self, slot: Slot, exclude: str | None = None) -> float:
+        if exclude is None and self.admit is not None:
+            return self.admit.load.get(slot, 0)
         return sum(self.held[j].share for j in self.holders.get(slot, ()) if j != exclude)
 
     def count(self, slot: Slot, exclude: str | None = None) -> int:
+        if exclude is None and self.admit is not None:
+            return self.admit.count.get(slot, 0)
         return sum(1 for j in self.holders.get(slot, ()) if j != exclude)
 
 
@@ -468,6 +570,39 @@ class GandivaFair(Policy):
             for u, q in queues.items()
         ]
         heapq.heapify(heap)
+        cy.admit = self._admit_cache(cy)
+        try:
+            self._admit_loop(cy, heap, queues, held_gpus, room)
+        finally:
+            cy.admit = None
+
+    def _admit_cache(self, cy: _Cycle) -> _AdmitCache:
+        cache = _AdmitCache(
+            load={slot: sum(cy.held[j].share for j in h) for slot, h in cy.holders.items()},
+            count={slot: len(h) for slot, h in cy.holders.items()},
+            per_user_pool=defaultdict(int), pool_gpus=defaultdict(int),
+            user_pool_gpus=defaultdict(int), passes={},
+        )
+        for h in cy.held.values():
+            cache.per_user_pool[(h.user, h.pool)] += 1
+            cache.pool_gpus[h.pool] += h.size
+            cache.user_pool_gpus[(h.user, h.pool)] += h.size
+            self._add_pass(cache, h)
+        return cache
+
+    def _add_pass(self, cache: _AdmitCache, h: _Held) -> None:
+        pass_ = self._mem[h.job_id].pass_
+        if pass_ is None:
+            return
+        sums = cache.passes.setdefault(h.pool, [0, 0, 0, 0, 0, 0])
+        for at in ((0, 3) if not h.capped else (3,)):
+            sums[at] += h.tickets
+            sums[at + 1] += h.tickets * (pass_ or 0.0)
+            sums[at + 2] += 1
+
+    def _admit_loop(self, cy: _Cycle, heap: list[tuple[float, int, str]],
+                    queues: dict[str, list[JobView]], held_gpus: dict[str, float],
+                    room: int) -> None:
         while heap and room > 0:
             _, _, u = heapq.heappop(heap)
             q = queues[u]
@@ -499,10 +634,15 @@ class GandivaFair(Policy):
         jt = job_type_of(job.spec)
         demand: dict[str, float] = defaultdict(float)
         pool_demand: dict[str, float] = defaultdict(float)
-        for h in cy.held.values():
-            pool_demand[h.pool] += h.size
-            if h.user == user:
-                demand[h.pool] += h.size
+        if cy.admit is not None:  # the same sums (of ints), kept up to date
+            for g in fitting:
+                pool_demand[g] = float(cy.admit.pool_gpus.get(g, 0))
+                demand[g] = float(cy.admit.user_pool_gpus.get((user, g), 0))
+        else:
+            for h in cy.held.values():
+                pool_demand[h.pool] += h.size
+                if h.user == user:
+                    demand[h.pool] += h.size
         size = job.spec.num_gpus
         ent = cy.entitlement.get(user, {})
 
@@ -584,6 +724,26 @@ class GandivaFair(Policy):
                 return Placement.of(alloc)
         return None
 
+    def _choose_admit(self, cy: _Cycle, key: tuple[str, str | None], nodes: list[Node],
+                      size: int, share: float) -> Placement | None:
+        """:meth:`_choose_gpus` (no job excluded, any GPU under the capacity) during
+        admission: single-server sets through a :class:`_PickIndex`."""
+        admit = cy.admit
+        assert admit is not None
+        widest = admit.widest.get(key)
+        if widest is None:
+            widest = admit.widest[key] = max((n.num_gpus for n in nodes), default=0)
+        if widest < size:
+            return self._choose_gpus(cy, nodes, size, share)  # wider than a server
+        index = admit.picks.get((*key, size))
+        if index is None:
+            index = admit.picks[(*key, size)] = _PickIndex(
+                nodes, size, self.max_jobs_per_gpu, self._slot_sets, admit)
+        got = index.best(share)
+        if got is None:
+            return None
+        return Placement.of({got[0]: list(got[1])})
+
     @staticmethod
     def _slot_sets(
         avail: list[tuple[float, int, int]], size: int, num_gpus: int
@@ -611,18 +771,32 @@ class GandivaFair(Policy):
 
     def _place_new(self, cy: _Cycle, job: JobView) -> bool:
         for pool in self._candidate_pools(cy, job):
-            nodes = self._servers(cy, pool, job)
-            n_user = sum(1 for h in cy.held.values() if h.user == job.spec.user and h.pool == pool)
+            key = (pool, job.spec.gpu_type if pool == ANY_POOL else None)
+            if cy.admit is not None:
+                nodes = cy.admit.servers.get(key) or self._servers(cy, pool, job)
+                cy.admit.servers[key] = nodes
+            else:
+                nodes = self._servers(cy, pool, job)
+            if cy.admit is not None:
+                n_user = cy.admit.per_user_pool.get((job.spec.user, pool), 0)
+            else:
+                n_user = sum(1 for h in cy.held.values()
+                             if h.user == job.spec.user and h.pool == pool)
             t = self._ticket(cy, job.spec.user, pool, n_user + 1)
             lam = cy.lam.get(pool, math.inf)
             share = min(1.0, lam * t / job.spec.num_gpus)
-            p = self._choose_gpus(cy, nodes, job.spec.num_gpus, share)
+            if cy.admit is not None:
+                p = self._choose_admit(cy, key, nodes, job.spec.num_gpus, share)
+            else:
+                p = self._choose_gpus(cy, nodes, job.spec.num_gpus, share)
             if p is None:
                 continue
             self._occupy(cy, job, p, pool, share, t)
             mem = self._mem[job.job_id]
             if mem.pass_ is None:
                 mem.pass_ = mem.due = self._join_pass(cy, pool)
+            if cy.admit is not None:
+                self._add_pass(cy.admit, cy.held[job.job_id])
             mem.placed_at_s = cy.now
             return True
         return False
@@ -644,11 +818,27 @@ class GandivaFair(Policy):
         )
         for s in slots:
             cy.holders[s].append(job.job_id)
+        if cy.admit is not None:
+            for s in slots:
+                cy.admit.load[s] = cy.admit.load.get(s, 0) + share
+                cy.admit.count[s] = cy.admit.count.get(s, 0) + 1
+            for index in cy.admit.picks.values():
+                for n in p.nodes:
+                    index.touch(n)
+            cy.admit.per_user_pool[(job.spec.user, pool)] += 1
+            cy.admit.pool_gpus[pool] += p.num_gpus
+            cy.admit.user_pool_gpus[(job.spec.user, pool)] += p.num_gpus
         cy.newly_running.add(job.job_id)
 
     def _join_pass(self, cy: _Cycle, pool: str) -> float:
         """Pool virtual time: ticket-weighted mean pass of its uncapped jobs (all jobs when
         every one is capped); the last known value for an empty pool."""
+        if cy.admit is not None:
+            sums = cy.admit.passes.get(pool, [0, 0, 0, 0, 0, 0])
+            den, num = (sums[0], sums[1]) if sums[2] else (sums[3], sums[4])
+            if den > 0:
+                self._pool_vt[pool] = num / den
+            return self._pool_vt.get(pool, 0.0)
         hs = [h for h in cy.held.values() if h.pool == pool and self._mem[h.job_id].pass_
               is not None]
         pick = [h for h in hs if not h.capped] or hs
@@ -931,10 +1121,7 @@ class GandivaFair(Policy):
 
     def _schedule(self, cy: _Cycle, boundary: bool) -> set[str]:
         """The jobs to run from now on (module docstring: split stride)."""
-        for h in cy.held.values():  # adopted jobs (policy restarted, or placed elsewhere)
-            mem = self._mem[h.job_id]
-            if mem.pass_ is None:
-                mem.pass_ = mem.due = self._join_pass(cy, h.pool)
+        self._adopt(cy)
         q = self._quantum
         if not boundary:
             keep = {
@@ -995,6 +1182,46 @@ class GandivaFair(Policy):
                 claimed.update(c.slots)
                 run.add(c.key)
         return run
+
+    def _adopt(self, cy: _Cycle) -> None:
+        """Jobs without a pass (policy restarted, or placed elsewhere) join their pool's
+        virtual time (:meth:`_join_pass`), in ``held`` order.
+
+        Many at once (a restart under thousands of jobs): each pool's jobs with a pass are kept
+        in ``held`` order as lists of tickets and tickets x pass, so each join sums those lists
+        (the same sums in the same order) instead of filtering every held job."""
+        adopted = [h for h in cy.held.values() if self._mem[h.job_id].pass_ is None]
+        if len(adopted) < 2:
+            for h in adopted:
+                mem = self._mem[h.job_id]
+                mem.pass_ = mem.due = self._join_pass(cy, h.pool)
+            return
+        where = {j: i for i, j in enumerate(cy.held)}
+        # pool -> positions, tickets, tickets x pass of uncapped jobs (0-2), then all (3-5)
+        lists: dict[str, tuple[list, list, list, list, list, list]] = {}
+
+        def add(h: _Held) -> None:
+            pass_ = self._mem[h.job_id].pass_
+            ls = lists.setdefault(h.pool, ([], [], [], [], [], []))
+            i = where[h.job_id]
+            for at in ((0, 3) if not h.capped else (3,)):
+                k = bisect_left(ls[at], i)
+                ls[at].insert(k, i)
+                ls[at + 1].insert(k, h.tickets)
+                ls[at + 2].insert(k, h.tickets * (pass_ or 0.0))
+
+        for h in cy.held.values():
+            if self._mem[h.job_id].pass_ is not None:
+                add(h)
+        for h in adopted:
+            ls = lists.get(h.pool, ([], [], [], [], [], []))
+            tickets, weighted = (ls[1], ls[2]) if ls[0] else (ls[4], ls[5])
+            den = sum(tickets)
+            if den > 0:
+                self._pool_vt[h.pool] = sum(weighted) / den
+            mem = self._mem[h.job_id]
+            mem.pass_ = mem.due = self._pool_vt.get(h.pool, 0.0)
+            add(h)
 
     def _emit(self, cy: _Cycle, run: set[str]) -> list[Action]:
         actions: list[Action] = list(cy.pre)

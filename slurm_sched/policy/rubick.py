@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, replace
 
 from slurm_sched.model import (
     Action,
+    Cluster,
     ClusterSnapshot,
     JobSettings,
     JobState,
@@ -85,6 +86,7 @@ from slurm_sched.perf.rubick_model import (
     shape_of,
 )
 from slurm_sched.policy.base import Policy
+from slurm_sched.policy.placement import CountIndex
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +197,14 @@ class State:
     def __init__(self, nodes: list[NodeState]) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
+        self.pos = {n: i for i, n in enumerate(self.order)}
         self.alloc: dict[str, Alloc | None] = {}
         self.journal: list[tuple[str, Alloc | None]] = []
+        #: free GPUs per node, indexed (best fit / most free without scanning every node);
+        #: kept in step by :meth:`set`, the only writer of ``free_gpus``
+        self.free_index = CountIndex({n.name: len(n.free_gpus) for n in nodes})
+        #: bumped whenever a node's jobs or their allocations change (caches key on it)
+        self.version = dict.fromkeys(self.order, 0)
 
     def set(self, job_id: str, new: Alloc | None, *, record: bool = True) -> None:
         old = self.alloc.get(job_id)
@@ -207,6 +215,8 @@ class State:
                 st = self.nodes[n]
                 st.free_gpus.update(g)
                 st.jobs.discard(job_id)
+                self.free_index.set(n, len(st.free_gpus))
+                self.version[n] += 1
             for n, c in old.cpus:
                 self.nodes[n].free_cpus += c
             for n, m in old.mem:
@@ -219,6 +229,8 @@ class State:
                     raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
                 st.free_gpus.difference_update(g)
                 st.jobs.add(job_id)
+                self.free_index.set(n, len(st.free_gpus))
+                self.version[n] += 1
             for n, c in new.cpus:
                 self.nodes[n].free_cpus -= c
             for n, m in new.mem:
@@ -269,6 +281,63 @@ def embed(shape: Shape | None, gpus: int, avail: dict[str, int], prefer: dict[st
         out[n] = k
         used.add(n)
     return out
+
+
+def embed_free(shape: Shape | None, gpus: int, own: dict[str, int], state: State
+               ) -> dict[str, int] | None:
+    """:func:`embed` with ``avail`` = GPUs owned (``own``, also ``prefer``) + free on every node
+    of ``state`` in cluster order, through the free-GPU index: a node the job holds GPUs on
+    always beats one it does not (``-min(prefer, k)`` < 0), and among the others the key is the
+    best fit (fewest free, then cluster order), so only the job's own nodes are scanned."""
+    index, nodes, pos = state.free_index, state.nodes, state.pos
+
+    def avail(n: str) -> int:
+        return own.get(n, 0) + len(nodes[n].free_gpus)
+
+    if shape is None:
+        mine = [n for n in own if avail(n) >= gpus]
+        if mine:
+            return {min(mine, key=lambda n: (-min(own[n], gpus), avail(n), pos[n])): gpus}
+        other = index.best_fit(gpus, own)
+        if other is not None:
+            return {other: gpus}
+        out: dict[str, int] = {}
+        need = gpus
+        held = sorted(own, key=lambda n: (-own[n], -avail(n), pos[n]))
+        for n in held + [n for n in index.by_most() if n not in own]:
+            a = avail(n)
+            if a <= 0:
+                continue
+            take = min(a, need)
+            out[n] = take
+            need -= take
+            if need == 0:
+                return out
+        return None
+    out = {}
+    used: set[str] = set()
+    for k in sorted(shape, reverse=True):
+        mine = [n for n in own if n not in used and avail(n) >= k]
+        if mine:
+            n = min(mine, key=lambda n: (-min(own[n], k), avail(n) - k, pos[n]))
+        else:
+            found = index.best_fit(k, _Skip(used, own))
+            if found is None:
+                return None
+            n = found
+        out[n] = k
+        used.add(n)
+    return out
+
+
+class _Skip:
+    """Membership in either of two collections (nodes to skip)."""
+
+    def __init__(self, a: set[str], b: dict[str, int]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, x: object) -> bool:
+        return x in self.a or x in self.b
 
 
 # ============================================================================ the policy
@@ -340,6 +409,12 @@ class Rubick(Policy):
         #: Reallocations of the last pass: (receiver, donor, sigma+, sigma-, receiver urgent)
         self.moves: list[tuple[str, str, float, float, bool]] = []
         self._step_cache: dict[tuple, tuple | None] = {}
+        self._donor_cache: dict[tuple, tuple | None] = {}
+        # JobModels by their inputs (pure functions of the job's info, the predictor version
+        # and the cluster): jobs of one kind share one (thousands of jobs, a few hundred kinds)
+        self._shared_models: dict[tuple, tuple[JobInfo | None, JobModel]] = {}
+        self._shared_cluster: object = None
+        self._sizes_memo: tuple[Cluster, list[int], int | None] | None = None
         #: Locked jobs reconfigured in the last pass to honour a guarantee [A8]
         self.overrides: set[str] = set()
         #: Scheduling class of each job in the last pass (True = guaranteed)
@@ -385,9 +460,18 @@ class Rubick(Policy):
             t = self._time(info.model, Plan("dp"), info.ref_shape, info.req_cpus_per_gpu)
         return t if t and t > 0 else 1.0
 
+    def _sizes(self, cluster: Cluster) -> list[int]:
+        """GPUs per node, largest first (memoised per cluster: asked per job kind)."""
+        got = self._sizes_memo
+        if got is None or got[0] is not cluster:
+            got = self._sizes_memo = (cluster, sorted(
+                (n.num_gpus for n in cluster.nodes if n.num_gpus), reverse=True), min(
+                (n.cpus // max(1, n.num_gpus) for n in cluster.nodes if n.num_gpus),
+                default=None))
+        return got[1]
+
     def _candidates(self, info: JobInfo, snapshot: ClusterSnapshot) -> list[Cand]:
-        cluster = snapshot.cluster
-        sizes = sorted((n.num_gpus for n in cluster.nodes if n.num_gpus), reverse=True)
+        sizes = self._sizes(snapshot.cluster)
         model = info.model
         if self.catalog.rows.get(model.name):
             pairs = [(p, s) for p, s, _ in self.catalog.configs(model.name)]
@@ -429,23 +513,42 @@ class Rubick(Policy):
         version = self.predictor.model_version(info.model.name) if info else 0
         if jm is not None and jm.version == version:
             return jm
-        total = snapshot.cluster.total_gpus
+        cluster = snapshot.cluster
+        if cluster is not self._shared_cluster:
+            if cluster != self._shared_cluster:
+                self._shared_models.clear()
+            self._shared_cluster = cluster
+        key: tuple = (info, version) if info is not None else (view.spec.num_gpus, version)
+        shared = self._shared_models.get(key)
+        if shared is not None:
+            if info is not None:
+                self._infos[jid] = shared[0]
+            jm = shared[1]
+            self._models[jid] = jm
+            return jm
+        total = cluster.total_gpus
+        fitted: JobInfo | None = None
         if info is None:
             jm = _rigid_model(view.spec.num_gpus, total, version)
         else:
-            cpn = [n.cpus // max(1, n.num_gpus) for n in snapshot.cluster.nodes if n.num_gpus]
-            c_curve = max(1, min(round(info.req_cpus_per_gpu), min(cpn) if cpn else 1))
-            info = self._fit_request(info, snapshot)
-            self._infos[jid] = info
-            t_ref = self.t_ref(info)
-            cands = self._candidates(info, snapshot)
-            speed = {c: self.speed(info, c, c_curve, t_ref) for c in cands}
+            self._sizes(cluster)
+            min_cpn = self._sizes_memo[2] if self._sizes_memo else None
+            c_curve = max(1, min(round(info.req_cpus_per_gpu),
+                                 min_cpn if min_cpn is not None else 1))
+            fitted = self._fit_request(info, snapshot)
+            t_ref = self.t_ref(fitted)
+            cands = self._candidates(fitted, snapshot)
+            speed = {c: self.speed(fitted, c, c_curve, t_ref) for c in cands}
             cands = [c for c in cands if speed[c] > 0]
             if not cands:
                 jm = _rigid_model(view.spec.num_gpus, total, version)
-                self._infos[jid] = None  # nothing of the plan space fits: treat as rigid
+                fitted = None  # nothing of the plan space fits: treat as rigid
             else:
-                jm = _curve_model(info, cands, speed, total, c_curve, t_ref, version)
+                jm = _curve_model(fitted, cands, speed, total, c_curve, t_ref, version)
+            self._infos[jid] = fitted
+        if len(self._shared_models) > 65_536:
+            self._shared_models.clear()
+        self._shared_models[key] = (fitted, jm)
         self._models[jid] = jm
         return jm
 
@@ -454,7 +557,7 @@ class Rubick(Policy):
         placement of the original plan with the requested GPUs that fits the nodes; failing
         that, the job's fastest fitting configuration with at most the requested GPUs (the
         reference of its normalised throughput and of its guarantee)."""
-        sizes = sorted((n.num_gpus for n in snapshot.cluster.nodes if n.num_gpus), reverse=True)
+        sizes = self._sizes(snapshot.cluster)
         if _fits_cluster(info.ref_shape, sizes):
             return info
         rows = self.catalog.configs(info.model.name)
@@ -521,6 +624,7 @@ class Rubick(Policy):
         self.moves = []
         self.overrides = set()
         self._step_cache = {}
+        self._donor_cache = {}
         self._observe(snapshot, now_s)
         if not snapshot.jobs:
             return []
@@ -705,10 +809,11 @@ class Rubick(Policy):
         return best
 
     def _node_order(self, state: State, cur: Alloc | None) -> list[str]:
-        pos = {n: i for i, n in enumerate(state.order)}
+        """Own nodes first (most owned), then the most free GPUs, then cluster order."""
+        pos = state.pos
         own = cur.counts() if cur else {}
-        return sorted(state.order, key=lambda n: (-own.get(n, 0),
-                                                  -len(state.nodes[n].free_gpus), pos[n]))
+        first = sorted(own, key=lambda n: (-own[n], -len(state.nodes[n].free_gpus), pos[n]))
+        return first + [n for n in state.free_index.by_most(empty=True) if n not in own]
 
     def _schedule_job(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
                       j: _Job, *, privileged: bool) -> bool:
@@ -723,8 +828,7 @@ class Rubick(Policy):
         # rule 2 of L17: below its minimum (or, starving, its smallest valid point) the job may
         # take GPUs whatever the slopes
         urgent_floor = max(j.min_gpus, jm.smallest_valid() if j.starving else 0)
-        free_total = sum(len(n.free_gpus) for n in state.nodes.values())
-        if (cur is not None and x0 >= cap and not privileged and free_total == 0
+        if (cur is not None and x0 >= cap and not privileged and state.free_index.total == 0
                 and self._speed_alloc(jm, cur) >= (1 - EPS_FLAT) * jm.curve[
                     min(x0, len(jm.curve) - 1)]):
             return False  # saturated, on its best plan, nothing free: nothing to gain
@@ -732,7 +836,10 @@ class Rubick(Policy):
         own = cur.counts() if cur else {}
         steals: list[tuple[str, str, float, float, bool]] = []  # node, donor, s+, s-, urgent
         total = x0
-        for n in self._node_order(state, cur):
+        # Rubick-E/N never take GPUs from other jobs (_lowest_donor finds none), and the walk
+        # below then only counts free GPUs: it changes nothing, so they skip it.
+        walk = self._node_order(state, cur) if self.variant not in ("E", "N") else []
+        for n in walk:
             own_n = own.get(n, 0)
             if total >= cap and own_n == 0:
                 break
@@ -755,8 +862,7 @@ class Rubick(Policy):
             if total >= cap:
                 break
         # Choose the best configuration that fits what was gathered [L28-32].
-        avail = {n: own.get(n, 0) + len(state.nodes[n].free_gpus) for n in state.order}
-        choice = self._best_fit(snapshot, state, j, avail, own, cur)
+        choice = self._best_fit(snapshot, state, j, own, cur)
         state.rollback(mark)
         if choice is None:
             return False
@@ -805,19 +911,21 @@ class Rubick(Policy):
             return True  # restoring the guarantee
         return s_new > s_cur * (1 + EPS_FLAT)
 
-    def _best_fit(self, snapshot: ClusterSnapshot, state: State, j: _Job, avail: dict[str, int],
+    def _best_fit(self, snapshot: ClusterSnapshot, state: State, j: _Job,
                   own: dict[str, int], cur: Alloc | None
                   ) -> tuple[Cand, dict[str, int], int] | None:
-        """GET_BEST_PLAN over the job's candidates that fit ``avail`` (plus ALLOC_MEM)."""
+        """GET_BEST_PLAN over the job's candidates that fit what it owns plus the free GPUs
+        (plus ALLOC_MEM)."""
         jm = j.jm
         info = jm.info
         fits = []
+        avail_total = state.free_index.total + sum(own.values())
         for c in jm.cands:
-            if c.gpus > sum(avail.values()):
+            if c.gpus > avail_total:
                 continue
             if j.guaranteed and c.gpus < j.min_gpus:
                 continue
-            emb = embed(c.shape, c.gpus, avail, own, state.order)
+            emb = embed_free(c.shape, c.gpus, own, state)
             if emb is None:
                 continue
             fits.append((jm.speed[c], c, emb))
@@ -897,7 +1005,24 @@ class Rubick(Policy):
     def _lowest_donor(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
                       node: str, receiver: _Job, privileged: bool
                       ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
-        """GetLowestSlopeOverMinJob (L13): the donor on ``node`` losing the least per GPU."""
+        """GetLowestSlopeOverMinJob (L13): the donor on ``node`` losing the least per GPU.
+
+        Memoised for the pass by the node's version: the answer depends only on the jobs on
+        the node and their allocations (steps are cached by allocation), the receiver if it
+        is there, and ``privileged``; the walk asks for every node once per job."""
+        rid = receiver.view.job_id
+        key = (node, state.version[node], privileged,
+               rid if rid in state.nodes[node].jobs else None)
+        if key in self._donor_cache:
+            return self._donor_cache[key]
+        got = self._lowest_donor_uncached(snapshot, state, jobs, node, receiver, privileged)
+        self._donor_cache[key] = got
+        return got
+
+    def _lowest_donor_uncached(
+        self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job], node: str,
+        receiver: _Job, privileged: bool,
+    ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
         best = None
         for did in sorted(state.nodes[node].jobs):
             if did == receiver.view.job_id:
@@ -958,8 +1083,9 @@ class Rubick(Policy):
                     continue
                 # prefer keeping GPUs off `node`: give it the lowest priority
                 pref = {n: k for n, k in reduced.items() if n != node}
-                emb = embed(c.shape, c.gpus, reduced, pref, [n for n in state.order
-                                                             if n != node] + [node])
+                # (embed compares positions of ``reduced``'s nodes only: their order suffices)
+                order = sorted((n for n in reduced if n != node), key=state.pos.__getitem__)
+                emb = embed(c.shape, c.gpus, reduced, pref, [*order, node])
                 if emb is not None:
                     options.append((s, c, emb))
         if options:
@@ -1049,16 +1175,28 @@ class Rubick(Policy):
             self.guaranteed = {k: v for k, v in self.guaranteed.items() if k in jobs}
         # Order so every placement's GPUs are free when applied; break cycles by preempting.
         held: dict[tuple[str, int], str] = {}
+        owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
+
+        def hold(slot: tuple[str, int], jid: str) -> None:
+            prev = held.get(slot)
+            if prev is not None:
+                owned[prev].discard(slot)
+            held[slot] = jid
+            owned.setdefault(jid, set()).add(slot)
+
+        def release(jid: str) -> None:
+            for slot in owned.pop(jid, ()):
+                del held[slot]
+
         for jid, j in jobs.items():
             a = before.get(jid)
             if a is not None and j.view.state is JobState.RUNNING:
                 for n, g in a.gpus:
                     for i in g:
-                        held[(n, i)] = jid
+                        hold((n, i), jid)
         out: list[Action] = list(preempts)
         for act in preempts:
-            for k in [k for k, v in held.items() if v == act.job_id]:
-                del held[k]
+            release(act.job_id)
         todo = list(moves)
         while todo:
             progressed = False
@@ -1066,18 +1204,16 @@ class Rubick(Policy):
                 jid, new, settings, running = item
                 slots = [(n, i) for n, g in new.gpus for i in g]
                 if all(held.get(s) in (None, jid) for s in slots):
-                    for k in [k for k, v in held.items() if v == jid]:
-                        del held[k]
+                    release(jid)
                     for s in slots:
-                        held[s] = jid
+                        hold(s, jid)
                     out.append(self._place_action(jobs[jid], new, settings, running))
                     todo.remove(item)
                     progressed = True
             if not progressed:
                 jid = todo[0][0]
                 out.append(Preempt(job_id=jid, reason="rubick: break a placement cycle"))
-                for k in [k for k, v in held.items() if v == jid]:
-                    del held[k]
+                release(jid)
                 todo[0] = (jid, todo[0][1], todo[0][2], False)
         return out
 
@@ -1159,27 +1295,31 @@ def _same_family(plan: Plan, orig: Plan) -> bool:
 
 def _rigid_model(gpus: int, total: int, version: int) -> JobModel:
     cand = Cand(None, None, gpus)
-    curve = [0.0] * (total + 1)
-    for x in range(gpus, total + 1):
-        curve[x] = 1.0
+    start = max(gpus, 0)
+    curve = [0.0] * min(start, total + 1) + [1.0] * max(0, total + 1 - start)
     return JobModel(None, [cand], {cand: 1.0}, curve, [gpus], gpus, 1.0, 1.0, version)
 
 
 def _curve_model(info: JobInfo, cands: list[Cand], speed: dict[Cand, float], total: int,
                  c_curve: float, t_ref: float, version: int) -> JobModel:
-    best = [0.0] * (total + 1)
+    best: dict[int, float] = {}
     for c in cands:
-        if c.gpus <= total:
-            best[c.gpus] = max(best[c.gpus], speed[c])
-    curve = [0.0] * (total + 1)
+        if 0 <= c.gpus <= total:
+            best[c.gpus] = max(best.get(c.gpus, 0.0), speed[c])
+    # C[x]: the running max with flatness over x = 0..total, a step function that only moves
+    # at the candidates' GPU counts (built a flat stretch at a time: total = the cluster's GPUs)
+    curve = [0.0]
     valid: list[int] = []
-    for x in range(1, total + 1):
-        prev = curve[x - 1]
+    prev = 0.0
+    for x in sorted(best):
+        if x < 1:
+            continue
+        curve.extend([prev] * (x - len(curve)))
         if best[x] > prev * (1 + EPS_FLAT) and best[x] > 0:
-            curve[x] = best[x]
+            prev = best[x]
             valid.append(x)
-        else:
-            curve[x] = prev
+        curve.append(prev)
+    curve.extend([prev] * (total + 1 - len(curve)))
     top = curve[-1]
     cap = next((x for x in valid if curve[x] >= (1 - EPS_FLAT) * top), valid[-1] if valid else 0)
     return JobModel(info, cands, speed, curve, valid, cap, c_curve, t_ref, version)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import csr_array
 
 from slurm_sched.model import (
     Action,
@@ -60,7 +61,7 @@ from slurm_sched.perf.rubick_model import (
 )
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import CountIndex
-from slurm_sched.policy.rubick import RESTART_COST_S, embed
+from slurm_sched.policy.rubick import RESTART_COST_S
 
 ROUND_S = 60.0
 #: Sia's configurations on 8-GPU nodes: (nodes, GPUs) (Sia artifact, spec §4.1)
@@ -89,10 +90,6 @@ def _settings(info: JobInfo | None, plan: Plan | None, gpus: int, cpus: int | No
     steps = accumulation_steps(info.model, plan, gpus)
     acc, micro = steps if steps else (1, None)
     return JobSettings(plan=plan.code, cpus=cpus, accumulation_steps=acc, sub_batch_size=micro)
-
-
-def _free_counts(free: dict[str, list[int]]) -> dict[str, int]:
-    return {n: len(g) for n, g in free.items()}
 
 
 def _take(free: dict[str, list[int]], emb: dict[str, int]) -> Placement:
@@ -197,6 +194,8 @@ class Sia(_Base):
         self.round_s = round_s
         self._next_round = 0.0
         self._restarts: dict[str, int] = {}
+        #: options by (job info, node sizes): a pure function of them, asked for every job
+        self._options: dict[tuple, list[tuple[Option, float]]] = {}
 
     def sia_plan(self, info: JobInfo) -> tuple[Plan, bool]:
         """The plan Sia runs a job with and whether it may scale (DP size only)."""
@@ -212,6 +211,16 @@ class Sia(_Base):
         info = self.info(view)
         if info is None:
             return [(Option(None, None, view.spec.num_gpus), 1.0)]
+        key = (info, tuple(sizes))
+        got = self._options.get(key)
+        if got is None:
+            if len(self._options) > 65_536:
+                self._options.clear()
+            got = self._options[key] = self._options_uncached(info, sizes)
+        return list(got)
+
+    def _options_uncached(self, info: JobInfo, sizes: list[int]
+                          ) -> list[tuple[Option, float]]:
         plan, scalable = self.sia_plan(info)
         cpg = info.req_cpus_per_gpu
         out = []
@@ -296,19 +305,20 @@ class Sia(_Base):
         if not cols:
             return {}
         n = len(cols)
-        a_rows = [np.array(gpus, dtype=float)]
-        ub = [float(snapshot.cluster.total_gpus)]
-        by_job: dict[int, list[int]] = {}
-        for k, (ji, _) in enumerate(cols):
-            by_job.setdefault(ji, []).append(k)
-        for ks in by_job.values():
-            row = np.zeros(n)
-            row[ks] = 1.0
-            a_rows.append(row)
-            ub.append(1.0)
+        # Row 0: GPU capacity; then one row per job (at most one option). Sparse: the same
+        # matrix (milp hands HiGHS a sparse one anyway) without a dense jobs x options array.
+        row_of: dict[int, int] = {}
+        for ji, _ in cols:
+            row_of.setdefault(ji, len(row_of) + 1)
+        rows = np.concatenate([np.zeros(n, dtype=np.int64),
+                               np.array([row_of[ji] for ji, _ in cols], dtype=np.int64)])
+        vals = np.concatenate([np.array(gpus, dtype=float), np.ones(n)])
+        a = csr_array((vals, (rows, np.concatenate([np.arange(n), np.arange(n)]))),
+                      shape=(len(row_of) + 1, n))
+        ub = np.array([float(snapshot.cluster.total_gpus)] + [1.0] * len(row_of))
         res = milp(np.array(cost), integrality=np.ones(n),
                    bounds=Bounds(np.zeros(n), np.ones(n)),
-                   constraints=LinearConstraint(np.array(a_rows), -np.inf, np.array(ub)),
+                   constraints=LinearConstraint(a, -np.inf, ub),
                    options={"time_limit": 10.0})
         x = res.x if res.x is not None else np.zeros(n)
         out = {}
@@ -340,13 +350,16 @@ class Sia(_Base):
             else:
                 todo.append((view, o))
         todo.sort(key=lambda t: (-t[1].gpus, t[0].spec.submit_time_s, t[0].job_id))
+        # embed(..., prefer={}) is the plain best fit: through the free-count index
+        counts = CountIndex({n: len(free[n]) for n in order})
         for view, o in todo:
-            counts = _free_counts(free)
-            emb = embed(o.shape, o.gpus, counts, {}, order)
+            emb = _best_fit_embed_counts(o.shape, o.gpus, counts)
             if emb is None:
                 failed.add((view.job_id, o))
                 continue
             placed[view.job_id] = (o, _take(free, emb))
+            for n in emb:
+                counts.set(n, len(free[n]))
         return placed, failed
 
     def _diff(self, snapshot: ClusterSnapshot, jobs: list[JobView],

@@ -706,3 +706,36 @@ def test_pick_servers_orders_and_best_fit_baseline_packs():
     spread = Spjf().decide(snapshot_with("2x4", running, [job], 0.0), 0.0)
     packed = Spjf(placement="best-fit").decide(snapshot_with("2x4", running, [job], 0.0), 0.0)
     assert spread[0].placement.nodes == ("node-2",) and packed[0].placement.nodes == ("node-1",)
+
+
+def test_pick_servers_matches_sorting_every_server():
+    """pick_servers scans counts per value (issue #10); the order is the plain sort's."""
+    from slurm_sched.policy.a_srpt import pick_servers
+
+    def reference(free, num_gpus, order, unit):
+        nodes = [(len(g) // unit * unit, i, n) for i, (n, g) in enumerate(free.items())]
+        nodes = [t for t in nodes if t[0] > 0]
+        if order == "best-fit":
+            fits = [t for t in nodes if t[0] >= num_gpus]
+            if fits:
+                return {min(fits, key=lambda t: (t[0], t[1]))[2]: num_gpus}
+            order = "most"
+        nodes.sort(key=lambda t: (-t[0], t[1]) if order == "most" else (t[0], t[1]))
+        need, out = num_gpus, {}
+        for avail, _, n in nodes:
+            if need == 0:
+                break
+            out[n] = min(avail, need)
+            need -= out[n]
+        return out if need == 0 else None
+
+    rng = random.Random(11)
+    for _ in range(3000):
+        gpn = rng.choice([1, 2, 4, 8])
+        free = {f"s{k}": sorted(rng.sample(range(gpn), rng.randint(0, gpn)))
+                for k in range(rng.randint(0, 8))}
+        args = (rng.randint(1, 3 * gpn), rng.choice(["most", "least", "best-fit"]),
+                rng.choice([1, 2, 4]))
+        got = pick_servers(free, *args)
+        want = reference(free, *args)
+        assert got == want and (got is None or list(got) == list(want))

@@ -77,3 +77,102 @@ def test_fifo_head_of_line_blocks_but_sjf_skips():
     sjf = {x.spec.job_id: x.first_start_s for x in simulate(jobs, c, "sjf").completed}
     assert sjf["small"] == 10  # shorter, so it goes before big2 once 'big' ends
     assert sjf["big2"] == 15
+
+
+# ------------------------------------------------------------------ indexed placement helpers
+# The scale work (issue #10) replaced per-job scans of every node by indexes. These references
+# are the plain scans the helpers had before; the indexed versions must choose the same GPUs.
+def _ref_consolidated(free: dict[str, list[int]], num_gpus: int) -> dict[str, list[int]] | None:
+    if num_gpus <= 0 or sum(len(g) for g in free.values()) < num_gpus:
+        return None
+    best, best_free = None, 1 << 30
+    for node, gpus in free.items():
+        if num_gpus <= len(gpus) < best_free:
+            best, best_free = node, len(gpus)
+    if best is not None:
+        return {best: free[best][:num_gpus]}
+    alloc: dict[str, list[int]] = {}
+    need = num_gpus
+    for node in sorted((n for n in free if free[n]), key=lambda n: -len(free[n])):
+        alloc[node] = free[node][:need]
+        need -= len(alloc[node])
+        if need == 0:
+            break
+    return alloc
+
+
+def _ref_most_free(free: dict[str, list[int]], num_gpus: int) -> dict[str, list[int]] | None:
+    if num_gpus <= 0 or sum(len(g) for g in free.values()) < num_gpus:
+        return None
+    counts = {n: len(g) for n, g in free.items()}
+    alloc: dict[str, list[int]] = {}
+    order = list(free)
+    for _ in range(num_gpus):
+        node = min((n for n in order if counts[n] > 0), key=lambda n: (-counts[n], order.index(n)))
+        taken = alloc.setdefault(node, [])
+        taken.append(free[node][len(taken)])
+        counts[node] -= 1
+    return alloc
+
+
+def _take_ref(free: dict[str, list[int]], alloc: dict[str, list[int]] | None) -> None:
+    for node, gpus in (alloc or {}).items():
+        for g in gpus:
+            free[node].remove(g)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_packers_and_free_index_match_the_plain_scans(seed):
+    import random
+
+    from slurm_sched.policy.placement import FreeIndex, pack_consolidated, pack_most_free
+
+    rng = random.Random(seed)
+    gpn = rng.choice([2, 4, 8])
+    types = {f"n{k}": rng.choice("ab") for k in range(rng.randint(1, 12))}
+    start = {n: sorted(rng.sample(range(gpn), rng.randint(0, gpn))) for n in types}
+    ref = {n: list(g) for n, g in start.items()}
+    plain = {n: list(g) for n, g in start.items()}
+    indexed = {n: list(g) for n, g in start.items()}
+    index = FreeIndex(indexed, types)
+    for _ in range(10):
+        need = rng.randint(1, 2 * gpn)
+        gpu_type = rng.choice([None, "a", "b"])
+        most = rng.random() < 0.5
+        view = ref if gpu_type is None else {n: g for n, g in ref.items() if types[n] == gpu_type}
+        pview = plain if gpu_type is None else {
+            n: g for n, g in plain.items() if types[n] == gpu_type}
+        want = (_ref_most_free if most else _ref_consolidated)(view, need)
+        _take_ref(ref, want)
+        got_plain = (pack_most_free if most else pack_consolidated)(pview, need)
+        got_index = (index.most_free if most else index.consolidated)(need, gpu_type)
+        for got in (got_plain, got_index):
+            assert (None if got is None else {p.node: list(p.gpus) for p in got.parts}) == want
+        assert plain == ref and indexed == ref
+        assert index.total(None) == sum(len(g) for g in ref.values())
+
+
+def test_count_index_queries_match_sorting():
+    import random
+
+    from slurm_sched.policy.placement import CountIndex
+
+    rng = random.Random(5)
+    for _ in range(200):
+        counts = {f"n{k}": rng.randint(0, 8) for k in range(rng.randint(1, 15))}
+        index = CountIndex(counts)
+        for _ in range(5):
+            node = rng.choice(list(counts))
+            counts[node] = rng.randint(0, 8)
+            index.set(node, counts[node])
+        order = list(counts)
+        need = rng.randint(0, 9)
+        skip = set(rng.sample(order, rng.randint(0, len(order))))
+        fits = [n for n in order if counts[n] >= need and n not in skip]
+        assert index.best_fit(need, skip) == (
+            min(fits, key=lambda n: (counts[n], order.index(n))) if fits else None)
+        by_most = sorted(order, key=lambda n: (-counts[n], order.index(n)))
+        assert index.by_most(empty=True) == by_most
+        assert index.by_most() == [n for n in by_most if counts[n] > 0]
+        assert index.most() == by_most[0]
+        assert index.total == sum(counts.values())

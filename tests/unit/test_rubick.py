@@ -602,3 +602,32 @@ def test_unknown_models_are_rigid_and_never_sped_up():
 def test_profile_samples_have_the_paper_minimum_for_fitted_models():
     assert len(load_profile("vit")) == 7 and sum(s.plan.offload for s in load_profile("vit")) == 4
     assert isinstance(load_profile("gpt2")[0], ProfileSample)
+
+
+# ------------------------------------------------------------------ indexed embedding (issue #10)
+@pytest.mark.parametrize("seed", range(30))
+def test_indexed_embeddings_match_embed(seed):
+    """The free-GPU index gives the nodes :func:`embed` picks from a full availability map:
+    Rubick's own-nodes-first embedding and the baselines' plain best fit."""
+    import random
+
+    from slurm_sched.policy.placement import CountIndex
+    from slurm_sched.policy.rubick import NodeState, State, embed, embed_free
+    from slurm_sched.policy.rubick_baselines import _best_fit_embed_counts
+
+    rng = random.Random(seed)
+    names = [f"n{k}" for k in range(rng.randint(1, 10))]
+    nodes = [NodeState(n, 8, 32, 256.0, set(rng.sample(range(8), rng.randint(0, 8))), 32, 256.0)
+             for n in names]
+    state = State(nodes)
+    for _ in range(20):
+        own = {n: rng.randint(1, 4) for n in rng.sample(names, rng.randint(0, min(3, len(names))))}
+        avail = {n: own.get(n, 0) + len(state.nodes[n].free_gpus) for n in names}
+        gpus = rng.randint(1, 20)
+        shape = None if rng.random() < 0.4 else tuple(
+            [rng.choice([1, 2, 4, 8])] * rng.randint(1, 3))
+        g = gpus if shape is None else sum(shape)
+        assert embed_free(shape, g, own, state) == embed(shape, g, avail, own, names)
+        counts = CountIndex({n: len(state.nodes[n].free_gpus) for n in names})
+        plain = {n: len(state.nodes[n].free_gpus) for n in names}
+        assert _best_fit_embed_counts(shape, g, counts) == embed(shape, g, plain, {}, names)
