@@ -316,6 +316,15 @@ leftover_steps() {
   done | sort -u
 }
 
+leftover_job_processes() { # pids with SLURM_JOB_ID and SLURM_CONF=$CONF in their environment
+  local files
+  files=$(grep -lzx -F "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null || true)
+  [ -n "$files" ] || return 0
+  # shellcheck disable=SC2086
+  grep -lz '^SLURM_JOB_ID=' $files 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' |
+    grep -vx "$$" || true
+}
+
 cmd_down() {
   local purge=0 p n stopped=0
   [ "${1:-}" = --purge ] && purge=1
@@ -350,6 +359,15 @@ cmd_down() {
     log "stopping leftover slurmstepd $p${kids:+ and its processes $(echo $kids)}"
     for n in $p $kids; do kill -9 "$n" 2>/dev/null || true; done
   done
+  # job processes whose slurmstepd is already gone (reparented to init; seen after cancelling
+  # hundreds of jobs at once): they carry our SLURM_CONF and a job id in their environment
+  local orphans
+  orphans=$(leftover_job_processes)
+  if [ -n "$orphans" ]; then
+    log "stopping leftover job processes $(echo $orphans)"
+    # shellcheck disable=SC2086
+    kill -9 $orphans 2>/dev/null || true
+  fi
   if p=$(our_pid "$STATE/munge/munged.pid"); then stop_pid "$p"; stopped=$((stopped + 1)); fi
   log "stopped $stopped daemon(s) of $STATE"
   if [ "$purge" = 1 ]; then

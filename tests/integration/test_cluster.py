@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -259,3 +262,53 @@ def test_jobs_outside_managed_partitions_are_untouched(slurm_cluster, submit):
         lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED"),
         timeout_s=10,
     )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _job_process_pids(cluster: MiniCluster) -> list[int]:
+    """Processes whose environment has this cluster's SLURM_CONF and a SLURM_JOB_ID."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_CONF={cluster.slurm_conf}".encode() in env and any(
+            e.startswith(b"SLURM_JOB_ID=") for e in env
+        ):
+            pids.append(int(environ.parent.name))
+    return pids
+
+
+def _parent(pid: int) -> int:
+    # field 4 of /proc/PID/stat; the command name before it may contain spaces
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_down_stops_job_processes_whose_slurmstepd_died(slurm_cluster):
+    """A job script orphaned by its slurmstepd (seen after cancelling hundreds of jobs at once)
+    must not outlive ``down``: nothing of a stopped cluster may keep running."""
+    private = MiniCluster(
+        # not under pytest's tmp_path: munged wants every parent directory world-searchable
+        f"/tmp/slurm-sched-test-orphan-{os.getpid()}", nodes="orphan-1:a100:2", shards_per_gpu=0,
+        ctld_port=_free_port(), slurmd_port=_free_port(),
+    )  # fmt: skip
+    private.up()
+    try:
+        job = int(run(private, "sbatch", "--parsable", "--chdir=/tmp", "--gres=gpu:1",
+                      "-o", "/dev/null", "--wrap", "sleep 600").stdout.split(";")[0])
+        pin(private, job, "orphan-1")
+        wait_for("the job's processes", lambda: bool(_job_process_pids(private)))
+        script = min(_job_process_pids(private))
+        stepd = _parent(script)
+        assert "slurmstepd" in Path(f"/proc/{stepd}/cmdline").read_text()
+        os.kill(stepd, signal.SIGKILL)
+        wait_for("the script to be orphaned", lambda: _parent(script) != stepd)
+    finally:
+        private.down(purge=True)
+    assert _job_process_pids(private) == []
