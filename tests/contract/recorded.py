@@ -26,7 +26,11 @@ def recorded(name: str) -> dict[str, Any]:
 
 class FakeRunner(CommandRunner):
     """Answers Slurm commands from recorded documents; ``errors`` maps scontrol lines to the
-    error text scontrol would print for them."""
+    error text scontrol would print for them.
+
+    ``lines`` holds every command per job: a job-list update (``update JobId=a,b StartTime=V``)
+    is recorded as one line per job, and answered as scontrol does, with an error per failing
+    job that names it (``<error> for job a``). ``sent`` holds the lines as sent."""
 
     def __init__(self, squeue: dict[str, Any]) -> None:
         super().__init__(env={})
@@ -34,6 +38,7 @@ class FakeRunner(CommandRunner):
         self.sinfo = recorded("sinfo.json")
         self.errors: dict[str, str] = {}
         self.lines: list[str] = []
+        self.sent: list[str] = []
         self.up = True
 
     def _exec(
@@ -53,23 +58,48 @@ class FakeRunner(CommandRunner):
         if argv == ("scontrol",):  # batch on stdin
             out, rc = [], 0
             for line in (stdin or "").splitlines():
-                self.lines.append(line)
+                self.sent.append(line)
                 out.append(f"scontrol: {line}")
+                per_job = _per_job(line)
+                self.lines.extend(per_job)
                 if not self.up:
                     out.append("Unable to contact slurm controller (connect failure)")
                     rc = 1
-                elif line in self.errors:
-                    out.append(self.errors[line])
-                    rc = 1
+                    continue
+                errors = self._errors_of(per_job)
+                out.extend(errors)
+                rc = 1 if errors else rc
             out.append("scontrol: ")
             return CommandResult(argv, rc, "\n".join(out) + "\n", "")
         line = " ".join(argv[1:]) if argv[0] == "scontrol" else " ".join(argv)
-        self.lines.append(line)
+        self.sent.append(line)
+        per_job = _per_job(line) if argv[0] == "scontrol" else [line]
+        self.lines.extend(per_job)
         if not self.up:
             return CommandResult(argv, 1, "", "Unable to contact slurm controller")
-        if line in self.errors:
-            return CommandResult(argv, 1, "", self.errors[line])
-        return CommandResult(argv, 0, "", "")
+        errors = self._errors_of(per_job)
+        return CommandResult(argv, 1 if errors else 0, "", "\n".join(errors))
+
+    def _errors_of(self, per_job: list[str]) -> list[str]:
+        """The error lines scontrol prints for these per-job lines of one command line."""
+        named = len(per_job) > 1  # scontrol names the job of a job-list update's error
+        return [
+            self.errors[one] + (f" for job {_job(one)}" if named else "")
+            for one in per_job
+            if one in self.errors
+        ]
+
+
+def _per_job(line: str) -> list[str]:
+    """``update JobId=a,b StartTime=V`` -> one such line per job; any other line as it is."""
+    words = line.split()
+    if len(words) == 3 and words[0] == "update" and words[1].startswith("JobId="):
+        return [f"update JobId={j} {words[2]}" for j in words[1][len("JobId="):].split(",")]
+    return [line]
+
+
+def _job(line: str) -> str:
+    return line.split()[1][len("JobId="):]
 
 
 def squeue_with(*changes: tuple[str, dict[str, Any]], drop: Sequence[str] = ()) -> dict[str, Any]:

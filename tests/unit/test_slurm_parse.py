@@ -22,7 +22,13 @@ from slurm_sched.slurm.parse import (
     parse_sinfo,
     parse_squeue,
 )
-from slurm_sched.slurm.runner import CommandResult, CommandRunner, _attribute
+from slurm_sched.slurm.runner import (
+    LIST_UPDATE_MAX_JOBS,
+    CommandResult,
+    CommandRunner,
+    _attribute,
+    merge_begin_updates,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
 
@@ -221,3 +227,74 @@ def test_runner_classifies_failures() -> None:
     ambiguous = CommandResult(("scontrol", "suspend", "1"), 1, "", "Unexpected message received")
     with pytest.raises(BackendUnavailableError):
         NoPing().check_failure(ambiguous)
+
+
+def test_begin_time_updates_are_merged_into_job_lists_in_order() -> None:
+    lines = [
+        ("update", "JobId=1", "StartTime=now"),
+        ("release", "2"),
+        ("update", "JobId=3", "StartTime=now"),
+        ("update", "JobId=4", "StartTime=now+120"),
+        ("update", "JobId=5", "NodeList=a"),  # not a begin-time update
+        ("update", "JobId=6,7", "StartTime=now"),  # already a list: left alone
+    ]
+    assert merge_begin_updates(lines) == [
+        (("update", "JobId=1,3", "StartTime=now"), [0, 2]),
+        (("release", "2"), [1]),
+        (("update", "JobId=4", "StartTime=now+120"), [3]),
+        (("update", "JobId=5", "NodeList=a"), [4]),
+        (("update", "JobId=6,7", "StartTime=now"), [5]),
+    ]
+    many = [("update", f"JobId={i}", "StartTime=now") for i in range(LIST_UPDATE_MAX_JOBS + 1)]
+    groups = merge_begin_updates(many)
+    assert [len(m) for _, m in groups] == [LIST_UPDATE_MAX_JOBS, 1]
+    assert sorted(i for _, m in groups for i in m) == list(range(len(many)))
+
+
+class ListScontrol(CommandRunner):
+    """The process boundary of scontrol as Slurm 22.05 answers a batch with job-list updates:
+    an unknown job of a list is named in its error line."""
+
+    def __init__(self, known: set[str], odd_error: str | None = None) -> None:
+        super().__init__(ping_on_error=False)
+        self.known = known
+        self.odd_error = odd_error
+        self.sent: list[str] = []
+
+    def _exec(self, argv, stdin=None, merge_stderr=False):  # type: ignore[no-untyped-def]
+        lines = (stdin or "").splitlines() if argv == ["scontrol"] else [" ".join(argv[1:])]
+        out, rc = [], 0
+        for line in lines:
+            self.sent.append(line)
+            out.append(f"scontrol: {line}")
+            jobs = line.split()[1].removeprefix("JobId=").split(",")
+            if self.odd_error and len(jobs) > 1:
+                out.append(self.odd_error)
+                rc = 1
+                continue
+            for j in jobs:
+                if j not in self.known:
+                    out.append(f"Invalid job id specified for job {j}")
+                    rc = 1
+        if argv != ["scontrol"]:  # one command per process: no echo
+            return CommandResult(tuple(argv), rc, "", "\n".join(out[1:]))
+        return CommandResult(tuple(argv), rc, "\n".join(out) + "\nscontrol: \n", "")
+
+
+def test_job_list_update_results_are_split_per_job() -> None:
+    runner = ListScontrol(known={"1", "2", "4"})
+    lines = [("update", f"JobId={j}", "StartTime=now") for j in ("1", "99", "2")]
+    lines.append(("update", "JobId=4", "NodeList=a"))
+    out = runner.run_scontrol_batch(lines)
+    assert runner.sent == ["update JobId=1,99,2 StartTime=now", "update JobId=4 NodeList=a"]
+    assert [r.argv[1:] for r in out] == lines
+    assert [r.rc for r in out] == [0, 1, 0, 0]
+    assert out[1].stderr == "Invalid job id specified for job 99"
+
+
+def test_job_list_error_naming_no_single_job_is_asked_per_job() -> None:
+    runner = ListScontrol(known={"1", "2"}, odd_error="Invalid job id specified")
+    lines = [("update", f"JobId={j}", "StartTime=now") for j in ("1", "99", "2")]
+    out = runner.run_scontrol_batch(lines)
+    assert runner.sent[1:] == [" ".join(x) for x in lines]  # one by one after the list
+    assert [r.rc for r in out] == [0, 1, 0] and runner.batch_fallbacks == 1
