@@ -56,6 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from slurm_sched.hostinfo import cpu_model
 from slurm_sched.model import (
     Cluster,
     ClusterSnapshot,
@@ -206,16 +207,6 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def _timed(pol: Any, snap: ClusterSnapshot) -> tuple[float, float, int]:
     """Wall and CPU seconds of one decide(), and its number of actions."""
     c0, t0 = time.process_time(), time.perf_counter()
@@ -310,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target": [r["policy"] for r in rows if r["meets_target"]],
         "misses_target": [r["policy"] for r in rows if not r["meets_target"]],
         "machine": {
-            "python": platform.python_version(), "processor": _cpu_model(),
+            "python": platform.python_version(), "processor": cpu_model() or platform.processor(),
             "machine": platform.machine(), "system": platform.system(),
             "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
             "load_avg_1m_at_start": load_at_start, "load_avg_1m_at_end": _load(),

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from slurm_sched.hostinfo import cpu_model
 from slurm_sched.runtime.models import workload
 from slurm_sched.runtime.profile import InterferencePair, ModelProfile, Sample
 
@@ -51,13 +52,7 @@ def select_device(spec: str = "auto") -> torch.device:
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
+    return cpu_model() or "cpu"
 
 
 def synchronize(device: torch.device) -> None:
