@@ -4,6 +4,7 @@ Run:
     python benchmarks/bench_scale.py [--nodes 1024] [--pending 10000] [--running 4000]
         [--repeats 5] [--policies a,b] [--budget-s 60] [--seed 0]
         [--out benchmarks/results/scale.json]
+    python benchmarks/bench_scale.py --table benchmarks/results/scale.json   # README table
 
 The snapshot (seeded, built once):
 
@@ -253,8 +254,28 @@ def measure(name: str, make: Callable[[], ClusterSnapshot], repeats: int,
     return row
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """The README table of a results JSON: per policy the median (max) wall seconds of the first
+    and the steady ``decide()``, the median CPU seconds, the actions, and the verdict."""
+    lines = [
+        "| policy | first decide, s median (max) | steady decide, s median (max) | CPU s "
+        "first / steady | actions | <= 1 s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in result["results"]:
+        lines.append(
+            f"| {r['policy']} | {r['first_s_median']:.2f} ({r['first_s_max']:.2f}) "
+            f"| {r['steady_s_median']:.2f} ({r['steady_s_max']:.2f}) "
+            f"| {r['first_cpu_s_median']:.2f} / {r['steady_cpu_s_median']:.2f} "
+            f"| {r['actions_first']} | {'yes' if r['meets_target'] else '**no**'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", metavar="JSON",
+                    help="print the markdown table of a results file and exit")
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--pending", type=int, default=10_000)
     ap.add_argument("--running", type=int, default=4_000)
@@ -265,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results/scale.json")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown_table(json.loads(Path(args.table).read_text())))
+        return 0
     if args.nodes < 2 or args.nodes % 2:
         ap.error(f"--nodes must be an even number >= 2, got {args.nodes}")
     half = args.nodes // 2
