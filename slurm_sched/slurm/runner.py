@@ -280,19 +280,37 @@ class CommandRunner:
             return [self.run_unchecked(["scontrol", *lines[0]])]
         res = self._exec(["scontrol"], stdin="\n".join(texts) + "\n", merge_stderr=True)
         per_line = _attribute(texts, res.stdout)
-        if per_line is None:
+        if per_line is None or len(per_line) < len(lines):
+            # unattributable output, or scontrol stopped early: a line that ran must not run
+            # twice (a second go fails with "no longer pending"), so only unreached lines re-run
             self.batch_fallbacks += 1
+            done = 0 if per_line is None else len(per_line)
             log.warning(
-                "could not attribute scontrol batch output to its %d lines; re-running them "
-                "one by one",
-                len(lines),
-            )
+                "could not attribute scontrol batch output to lines %d-%d of %d; re-running "
+                "them one by one. Output: %r",
+                done + 1, len(lines), len(lines), res.stdout[-2000:],
+            )  # fmt: skip
+            if per_line is None:
+                return [self.run_unchecked(["scontrol", *argv]) for argv in lines]
+            # scontrol stopped early: the text after a line that ran is its error
+            head = self._results(lines[:done], per_line, rc=1, share=res.elapsed_s / len(lines))
+            return head + [self.run_unchecked(["scontrol", *argv]) for argv in lines[done:]]
+        out = self._results(lines, per_line, res.rc, res.elapsed_s / len(lines))
+        if res.rc != 0 and not any(r.rc for r in out):
+            # scontrol failed but printed nothing we could attribute: do not guess
+            self.batch_fallbacks += 1
+            log.warning("scontrol batch exited %d without per-line errors; re-running", res.rc)
             return [self.run_unchecked(["scontrol", *argv]) for argv in lines]
-        if res.rc == 0 and any(per_line):
+        return out
+
+    def _results(
+        self, lines: Sequence[Sequence[str]], per_line: Sequence[str], rc: int, share: float
+    ) -> list[CommandResult]:
+        """One result per line from the text scontrol printed after each (see _attribute)."""
+        if rc == 0 and any(per_line):
             # rc 0 but text after a line: informational output, not an error
             per_line = ["" for _ in per_line]
         out: list[CommandResult] = []
-        share = res.elapsed_s / len(lines)
         for argv, err in zip(lines, per_line, strict=True):
             err = err.strip()
             r = CommandResult(("scontrol", *argv), 1 if err else 0, "", err, share)
@@ -302,18 +320,14 @@ class CommandRunner:
                 if self.ping_on_error and _looks_ambiguous(err) and not self.controller_up():
                     raise BackendUnavailableError(f"{r.line}: {err} (scontrol ping: DOWN)")
             out.append(r)
-        if res.rc != 0 and not any(r.rc for r in out):
-            # scontrol failed but printed nothing we could attribute: do not guess
-            self.batch_fallbacks += 1
-            log.warning("scontrol batch exited %d without per-line errors; re-running", res.rc)
-            return [self.run_unchecked(["scontrol", *argv]) for argv in lines]
         return out
 
 
 def _attribute(texts: Sequence[str], output: str) -> list[str] | None:
     """Split merged scontrol output into the text printed after each echoed line.
 
-    Returns None when the echoes do not match the lines sent, in order.
+    Returns one text per line scontrol echoed: all lines, or a prefix of them when it stopped
+    early (the others did not run). Returns None when text comes before the first echo.
     """
     chunks: list[list[str]] = []
     expect = 0
@@ -327,8 +341,6 @@ def _attribute(texts: Sequence[str], output: str) -> list[str] | None:
         if not chunks:
             return None  # text before the first echo: cannot attribute
         chunks[-1].append(raw)
-    if expect != len(texts):
-        return None
     return ["\n".join(c) for c in chunks]
 
 

@@ -298,3 +298,23 @@ def test_job_list_error_naming_no_single_job_is_asked_per_job() -> None:
     out = runner.run_scontrol_batch(lines)
     assert runner.sent[1:] == [" ".join(x) for x in lines]  # one by one after the list
     assert [r.rc for r in out] == [0, 1, 0] and runner.batch_fallbacks == 1
+
+
+def test_batch_that_stopped_early_reruns_only_the_lines_it_did_not_reach() -> None:
+    class StopsAfterOne(CommandRunner):
+        sent: list[str]
+
+        def _exec(self, argv, stdin=None, merge_stderr=False):  # type: ignore[no-untyped-def]
+            if argv == ["scontrol"]:  # ran the first line, then died
+                first = (stdin or "").splitlines()[0]
+                self.sent.append(first)
+                return CommandResult(tuple(argv), 1, f"scontrol: {first}\n", "")
+            self.sent.append(" ".join(argv[1:]))
+            return CommandResult(tuple(argv), 0, "", "")
+
+    runner = StopsAfterOne(ping_on_error=False)
+    runner.sent = []
+    out = runner.run_scontrol_batch([("release", "1"), ("release", "2"), ("release", "3")])
+    assert runner.sent == ["release 1", "release 2", "release 3"]  # each exactly once
+    assert [r.rc for r in out] == [0, 0, 0] and runner.batch_fallbacks == 1
+    assert _attribute(["release 1", "release 2"], "scontrol: release 1\nerr\n") == ["err"]
