@@ -36,19 +36,8 @@ from slurm_sched.model import (
     Start,
     parse_cluster_spec,
 )
+from slurm_sched.perf.muri_stages import PROFILES_1GPU as PROFILES
 from slurm_sched.policy.muri import Muri
-
-# (r0 data, r1 GPU, r2 network) ms and isolated iteration ms at 1 GPU (spec table 5.2).
-PROFILES = {
-    "vgg16": ((117.0, 68.0, 0.0), 107.0),
-    "vgg19": ((114.0, 80.0, 0.0), 109.0),
-    "resnet18": ((711.0, 110.0, 0.0), 779.0),
-    "shufflenet_v2_x1_0": ((706.0, 59.0, 0.0), 798.0),
-    "bert": ((0.5, 160.0, 0.0), 178.0),
-    "gpt2": ((0.6, 410.0, 0.0), 426.0),
-    "a2c": ((514.0, 14.0, 0.0), 517.0),
-    "dqn": ((446.0, 8.0, 0.0), 490.0),
-}
 
 
 def snapshot(num_jobs: int, cluster: str, seed: int = 0) -> ClusterSnapshot:

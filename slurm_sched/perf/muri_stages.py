@@ -66,6 +66,28 @@ ARTIFACT_POSITIONS = 4
 
 Profile = tuple[float, ...]
 
+#: Per-iteration stage times (r0 data, r1 GPU, r2 network) ms and isolated iteration time ms of
+#: the Muri models on 1 GPU (spec table 5.2), for tests and benchmarks.
+PROFILES_1GPU: Mapping[str, tuple[Profile, float]] = {
+    "vgg16": ((117.0, 68.0, 0.0), 107.0),
+    "vgg19": ((114.0, 80.0, 0.0), 109.0),
+    "resnet18": ((711.0, 110.0, 0.0), 779.0),
+    "shufflenet_v2_x1_0": ((706.0, 59.0, 0.0), 798.0),
+    "bert": ((0.5, 160.0, 0.0), 178.0),
+    "gpt2": ((0.6, 410.0, 0.0), 426.0),
+    "a2c": ((514.0, 14.0, 0.0), 517.0),
+    "dqn": ((446.0, 8.0, 0.0), 490.0),
+}
+#: The same on 8 GPUs (spec table 5.2; the models measured there).
+PROFILES_8GPU: Mapping[str, tuple[Profile, float]] = {
+    "vgg19": ((82.0, 88.0, 60.0), 226.0),
+    "shufflenet_v2_x1_0": ((769.0, 57.0, 10.0), 957.0),
+    "bert": ((0.5, 167.0, 59.0), 192.0),
+    "gpt2": ((0.6, 419.0, 49.0), 437.0),
+    "a2c": ((502.0, 14.0, 0.4), 555.0),
+    "dqn": ((435.0, 8.0, 0.5), 509.0),
+}
+
 
 # --------------------------------------------------------------------------- job inputs
 def job_profile(spec: JobSpec) -> Profile | None:

@@ -75,12 +75,13 @@ import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from slurm_sched.model import (
     Action,
     ClusterSnapshot,
+    JobSpec,
     JobState,
     JobView,
     Migrate,
@@ -93,7 +94,7 @@ from slurm_sched.model import (
     Suspend,
 )
 from slurm_sched.perf.fairness import water_fill
-from slurm_sched.perf.gpu_generations import generation_rank, job_type_of, speedup
+from slurm_sched.perf.gpu_generations import generation_rank, resolve_job_type, speedup
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.gandiva_stride import (
     PASS_DIGITS,
@@ -154,17 +155,75 @@ class _Held:
     tickets: float = 1.0
     share: float = 1.0  # time share: water-filled GPUs / size, in (0, 1]
     moved: bool = False
+    #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a cycle)
+    job_id: str = field(init=False)
 
-    @property
-    def job_id(self) -> str:
-        return self.view.job_id
+    def __post_init__(self) -> None:
+        self.job_id = self.view.spec.job_id
 
     @property
     def capped(self) -> bool:
         return self.share >= 1.0 - _EPS
 
 
-class _PickIndex:
+class _ServerIndex:
+    """Entries per server of one list of servers, kept in one sorted list during admission;
+    a server whose loads changed (:meth:`touch`) is re-filed at the next query."""
+
+    def __init__(self, nodes: list[Node], cap: int, admit: _AdmitCache) -> None:
+        self.cap = cap
+        self.admit = admit
+        self.pos = {n.name: i for i, n in enumerate(nodes)}
+        self.nodes = {n.name: n for n in nodes}
+        self.sorted: list[tuple] = []
+        self.by_node: dict[str, list[tuple]] = {}
+        #: servers whose loads changed since they were filed (re-filed at the next query)
+        self.dirty: set[str] = set()
+        for n in nodes:
+            out = self.by_node[n.name] = self._entries(n)
+            self.sorted.extend(out)
+            admit.watchers.setdefault(n.name, []).append(self)
+        self.sorted.sort()
+
+    def _entries(self, n: Node) -> list[tuple]:
+        raise NotImplementedError
+
+    def _avail(self, n: Node) -> list[tuple[float, int, int]]:
+        """(load, jobs, GPU index) of the server's GPUs under the capacity, by index (shared
+        by the indexes of one capacity until the server's loads change; read-only)."""
+        admit, cap = self.admit, self.cap
+        out = admit.avail.get((n.name, cap))
+        if out is None:
+            load, count = admit.load, admit.count
+            out = []
+            for g in range(n.num_gpus):
+                slot = (n.name, g)
+                c = count.get(slot, 0)
+                if c < cap:
+                    out.append((load.get(slot, 0), c, g))
+            admit.avail[(n.name, cap)] = out
+        return out
+
+    def touch(self, node: str) -> None:
+        self.dirty.add(node)
+
+    def _refresh(self) -> None:
+        entries = self.sorted
+        for node in self.dirty:
+            old = self.by_node[node]
+            out = self.by_node[node] = self._entries(self.nodes[node])
+            # entries are unique: replace only those that changed (a placement changes one
+            # aligned block of a server, not the others)
+            for e in old:
+                if e not in out:
+                    del entries[bisect_left(entries, e)]
+            for e in out:
+                if e not in old:
+                    insort(entries, e)
+        self.dirty.clear()
+
+
+class _PickIndex(_ServerIndex):
     """The single-server GPU sets of one size on a list of servers, sorted by their score
     without the job's share: (max load, rounded sum of loads, jobs, server position, set).
 
@@ -175,51 +234,40 @@ class _PickIndex:
 
     WINDOW = 3e-9
 
-    def __init__(self, nodes: list[Node], size: int, cap: int,
-                 slot_sets: Callable[[list[tuple[float, int, int]], int, int],
-                                     list[list[tuple[float, int, int]]]],
-                 admit: _AdmitCache) -> None:
+    def __init__(self, nodes: list[Node], size: int, cap: int, admit: _AdmitCache) -> None:
         self.size = size
-        self.cap = cap
-        self.slot_sets = slot_sets
-        self.admit = admit
-        self.pos = {n.name: i for i, n in enumerate(nodes)}
-        self.nodes = {n.name: n for n in nodes}
-        self.sorted: list[tuple] = []
-        self.by_node: dict[str, list[tuple]] = {}
-        #: servers whose loads changed since they were filed (re-filed at the next query)
-        self.dirty: set[str] = set()
-        for n in nodes:
-            self._file(n)
+        super().__init__(nodes, cap, admit)
 
-    def _file(self, n: Node) -> None:
-        out: list[tuple] = []
-        if n.num_gpus >= self.size:
-            load, count = self.admit.load, self.admit.count
-            avail = [(load.get((n.name, g), 0), count.get((n.name, g), 0), g)
-                     for g in range(n.num_gpus) if count.get((n.name, g), 0) < self.cap]
-            if len(avail) >= self.size:
-                for k, pick in enumerate(self.slot_sets(avail, self.size, n.num_gpus)):
-                    out.append((max(a[0] for a in pick), round(sum(a[0] for a in pick), 9),
-                                sum(a[1] for a in pick), self.pos[n.name], k, n.name,
-                                tuple(sorted(a[2] for a in pick))))
-        for e in out:
-            insort(self.sorted, e)
-        self.by_node[n.name] = out
-
-    def touch(self, node: str) -> None:
-        if node in self.nodes:
-            self.dirty.add(node)
-
-    def _refile(self, node: str) -> None:
-        for e in self.by_node.pop(node, []):
-            del self.sorted[bisect_left(self.sorted, e)]
-        self._file(self.nodes[node])
+    def _entries(self, n: Node) -> list[tuple]:
+        size = self.size
+        if n.num_gpus < size:
+            return []
+        avail = self._avail(n)
+        if len(avail) < size:
+            return []
+        name, pos, num = n.name, self.pos[n.name], n.num_gpus
+        if size == 1:  # _slot_sets: the least loaded GPU
+            a = min(avail)
+            return [(a[0], round(a[0], 9), a[1], pos, 0, name, (a[2],))]
+        if size < num and size & (size - 1) == 0 and num & (num - 1) == 0:
+            # _slot_sets' aligned blocks, inlined (thousands of servers re-filed a cycle)
+            by_index = {a[2]: a for a in avail}
+            out: list[tuple] = []
+            for start in range(0, num, size):
+                block = [by_index[g] for g in range(start, start + size) if g in by_index]
+                if len(block) < size:
+                    continue
+                loads = [b[0] for b in block]
+                out.append((max(loads), round(sum(loads), 9), sum(b[1] for b in block),
+                            pos, len(out), name, tuple(range(start, start + size))))
+            if out:
+                return out
+        pick = sorted(avail)[:size]  # _slot_sets: the least loaded GPUs
+        return [(max(a[0] for a in pick), round(sum(a[0] for a in pick), 9),
+                 sum(a[1] for a in pick), pos, 0, name, tuple(sorted(a[2] for a in pick)))]
 
     def best(self, share: float) -> tuple[str, tuple[int, ...]] | None:
-        for node in self.dirty:
-            self._refile(node)
-        self.dirty.clear()
+        self._refresh()
         entries = self.sorted
         if not entries:
             return None
@@ -236,6 +284,37 @@ class _PickIndex:
             i = bisect_right(entries, (e[0], math.inf))
         assert best is not None
         return best[1][5], best[1][6]
+
+
+class _WideIndex(_ServerIndex):
+    """The servers of a list, ranked as :meth:`GandivaFair._choose_gpus` ranks them for a job
+    wider than any of them: (not all GPUs available, rounded mean load of the available ones,
+    position), with each server's available GPUs by (load, jobs, index)."""
+
+    def __init__(self, nodes: list[Node], cap: int, admit: _AdmitCache) -> None:
+        self.avail: dict[str, list[tuple[float, int, int]]] = {}
+        super().__init__(nodes, cap, admit)
+
+    def _entries(self, n: Node) -> list[tuple]:
+        avail = sorted(self._avail(n))
+        self.avail[n.name] = avail
+        if not avail:
+            return []
+        mean = sum(a[0] for a in avail) / len(avail)
+        return [(-(len(avail) == n.num_gpus), round(mean, 9), self.pos[n.name], n.name)]
+
+    def take(self, size: int) -> Placement | None:
+        """The GPUs of the best ranked servers, ``size`` in all, or None."""
+        self._refresh()
+        alloc: dict[str, list[int]] = {}
+        left = size
+        for e in self.sorted:
+            take = self.avail[e[3]][:left]
+            alloc[e[3]] = sorted(a[2] for a in take)
+            left -= len(take)
+            if left == 0:
+                return Placement.of(alloc)
+        return None
 
 
 @dataclass
@@ -257,6 +336,12 @@ class _AdmitCache:
     #: servers of a (pool, required type) and their GPU-set indexes by size
     servers: dict[tuple[str, str | None], list[Node]] = field(default_factory=dict)
     picks: dict[tuple[str, str | None, int], _PickIndex] = field(default_factory=dict)
+    wide: dict[tuple[str, str | None], _WideIndex] = field(default_factory=dict)
+    #: server -> the indexes that hold it (re-filed when its loads change)
+    watchers: dict[str, list[_ServerIndex]] = field(default_factory=dict)
+    placements: dict[tuple[str, tuple[int, ...]], Placement] = field(default_factory=dict)
+    #: (server, capacity) -> its GPUs under the capacity (``_ServerIndex._avail``)
+    avail: dict[tuple[str, int], list[tuple[float, int, int]]] = field(default_factory=dict)
     widest: dict[tuple[str, str | None], int] = field(default_factory=dict)
 
 
@@ -266,6 +351,8 @@ class _Cycle:
 
     snap: ClusterSnapshot
     now: float
+    #: GPUs per pool (:meth:`GandivaFair._pools`), read-only
+    pools: dict[str, int] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)
     holders: dict[Slot, list[str]] = field(default_factory=lambda: defaultdict(list))
     entitlement: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -274,6 +361,10 @@ class _Cycle:
     pre: list[Action] = field(default_factory=list)  # moves and placements, in order
     newly_running: set[str] = field(default_factory=set)
     admit: _AdmitCache | None = None  # only while _admit runs
+    #: Bumped when a held job is added or changes pool (the inputs of ``_shares``), and the
+    #: version ``_shares`` last ran at: with nothing changed it would compute the same shares.
+    version: int = 0
+    shares_at: int = -1
 
     def load(self, slot: Slot, exclude: str | None = None) -> float:
         if exclude is None and self.admit is not None:
@@ -359,6 +450,9 @@ class GandivaFair(Policy):
         self._quantum = 0
         self._next_quantum_s: float | None = None
         self._pool_vt: dict[str, float] = {}
+        #: Memo of pure lookups: speed-ups by (job type, pool), job types by (name, batch)
+        self._speeds: dict[tuple[str, str], float] = {}
+        self._job_types: dict[tuple[str | None, int | None], str] = {}
         self._trade_key: tuple | None = None
         self._trade_result: tuple[dict[str, dict[str, float]], list[Trade]] = ({}, [])
         #: Overhead counters (suspends, resumes, moves, swaps, trade rounds).
@@ -422,13 +516,14 @@ class GandivaFair(Policy):
 
     # ------------------------------------------------------------------ sync
     def _sync(self, snap: ClusterSnapshot, now: float) -> _Cycle:
-        cy = _Cycle(snap=snap, now=now)
+        cy = _Cycle(snap=snap, now=now, pools=self._pools(snap))
         alive = set()
         for j in snap.jobs:
-            alive.add(j.job_id)
-            mem = self._mem.get(j.job_id)
+            jid = j.spec.job_id
+            alive.add(jid)
+            mem = self._mem.get(jid)
             if mem is None:
-                mem = self._mem[j.job_id] = _Memory(seq=self._seq, placed_at_s=now)
+                mem = self._mem[jid] = _Memory(seq=self._seq, placed_at_s=now)
                 self._seq += 1
             if j.state is JobState.PENDING or j.placement is None:
                 continue
@@ -462,7 +557,7 @@ class GandivaFair(Policy):
                 out[u] = self.tickets[u]
                 continue
             hint = j.spec.attrs.get("tickets") if self.use_job_tickets else None
-            if isinstance(hint, int | float) and not isinstance(hint, bool) and hint > 0:
+            if isinstance(hint, (int, float)) and not isinstance(hint, bool) and hint > 0:
                 out[u] = max(out.get(u, 0.0), float(hint))
             else:
                 out.setdefault(u, 0.0)
@@ -474,14 +569,29 @@ class GandivaFair(Policy):
     def _user_type(self, snap: ClusterSnapshot) -> dict[str, str]:
         first: dict[str, tuple[int, str]] = {}
         for j in snap.jobs:
-            seq = self._mem[j.job_id].seq
+            seq = self._mem[j.spec.job_id].seq
             u = j.spec.user
             if u not in first or seq < first[u][0]:
-                first[u] = (seq, job_type_of(j.spec))
+                first[u] = (seq, self._job_type(j.spec))
         return {u: jt for u, (_, jt) in first.items()}
 
     def _speed(self, job_type: str, pool: str) -> float:
-        return speedup(job_type, pool, self.speedup_reference)
+        got = self._speeds.get((job_type, pool))
+        if got is None:
+            got = self._speeds[(job_type, pool)] = speedup(job_type, pool, self.speedup_reference)
+        return got
+
+    def _job_type(self, spec: JobSpec) -> str:
+        """:func:`job_type_of`, memoised by its inputs (the type name and batch size)."""
+        declared = spec.attrs.get("job_type")
+        name = declared if isinstance(declared, str) and declared else spec.model
+        key = (name, spec.batch_size)
+        got = self._job_types.get(key)
+        if got is None:
+            if len(self._job_types) > 4096:
+                self._job_types.clear()
+            got = self._job_types[key] = resolve_job_type(name, spec.batch_size)
+        return got
 
     def _entitle(self, cy: _Cycle) -> None:
         """Base entitlements, then trading among saturated users (cached)."""
@@ -516,6 +626,9 @@ class GandivaFair(Policy):
     def _shares(self, cy: _Cycle) -> None:
         """Job tickets (user entitlement split over its jobs per pool) and water-filled time
         shares per pool."""
+        if cy.shares_at == cy.version:
+            return
+        cy.shares_at = cy.version
         groups: dict[tuple[str, str], list[_Held]] = defaultdict(list)
         for h in cy.held.values():
             groups[(h.user, h.pool)].append(h)
@@ -529,7 +642,7 @@ class GandivaFair(Policy):
         by_pool: dict[str, list[_Held]] = defaultdict(list)
         for h in cy.held.values():
             by_pool[h.pool].append(h)
-        pools = self._pools(cy.snap)
+        pools = cy.pools
         for pool, hs in by_pool.items():
             cap = sum(pools.values()) if pool == ANY_POOL else pools.get(pool, 0)
             x = water_fill({h.job_id: float(h.size) for h in hs},
@@ -563,10 +676,10 @@ class GandivaFair(Policy):
         for h in cy.held.values():
             held_gpus[h.user] += h.size
         queues: dict[str, list[JobView]] = defaultdict(list)
-        for j in sorted(pending, key=lambda v: self._mem[v.job_id].seq):
+        for j in sorted(pending, key=lambda v: self._mem[v.spec.job_id].seq):
             queues[j.spec.user].append(j)
         heap = [
-            (held_gpus[u] / cy.user_tickets[u], self._mem[q[0].job_id].seq, u)
+            (held_gpus[u] / cy.user_tickets[u], self._mem[q[0].spec.job_id].seq, u)
             for u, q in queues.items()
         ]
         heapq.heapify(heap)
@@ -616,11 +729,11 @@ class GandivaFair(Policy):
                     break
             if placed and q:
                 heapq.heappush(
-                    heap, (held_gpus[u] / cy.user_tickets[u], self._mem[q[0].job_id].seq, u)
+                    heap, (held_gpus[u] / cy.user_tickets[u], self._mem[q[0].spec.job_id].seq, u)
                 )
 
     def _candidate_pools(self, cy: _Cycle, job: JobView) -> list[str]:
-        pools = self._pools(cy.snap)
+        pools = cy.pools
         if job.spec.gpu_type is not None:
             allowed = [job.spec.gpu_type] if job.spec.gpu_type in pools else []
         else:
@@ -631,30 +744,30 @@ class GandivaFair(Policy):
         if len(fitting) == 1:
             return fitting
         user = job.spec.user
-        jt = job_type_of(job.spec)
+        jt = self._job_type(job.spec)
         demand: dict[str, float] = defaultdict(float)
         pool_demand: dict[str, float] = defaultdict(float)
-        if cy.admit is not None:  # the same sums (of ints), kept up to date
-            for g in fitting:
-                pool_demand[g] = float(cy.admit.pool_gpus.get(g, 0))
-                demand[g] = float(cy.admit.user_pool_gpus.get((user, g), 0))
-        else:
+        admit = cy.admit
+        if admit is None:
             for h in cy.held.values():
                 pool_demand[h.pool] += h.size
                 if h.user == user:
                     demand[h.pool] += h.size
         size = job.spec.num_gpus
         ent = cy.entitlement.get(user, {})
-
-        def score(g: str) -> tuple[float, float, str]:
-            r = self._speed(jt, g)
-            if pool_demand[g] + size <= pools[g]:
-                got = 1.0  # idle room: runs at once, nobody is slowed down
+        scored: list[tuple[float, float, str]] = []
+        for g in fitting:
+            if admit is not None:  # the same sums (of ints), kept up to date
+                pd = float(admit.pool_gpus.get(g, 0))
+                d = float(admit.user_pool_gpus.get((user, g), 0))
             else:
-                got = min(1.0, ent.get(g, 0.0) / (demand[g] + size))
-            return (-r * got, -r, g)
-
-        return sorted(fitting, key=score)
+                pd, d = pool_demand[g], demand[g]
+            r = self._speed(jt, g)
+            # idle room: runs at once, nobody is slowed down
+            got = 1.0 if pd + size <= pools[g] else min(1.0, ent.get(g, 0.0) / (d + size))
+            scored.append((-r * got, -r, g))
+        scored.sort()  # the pools by (-r * got, -r, name)
+        return [g for *_, g in scored]
 
     def _servers(self, cy: _Cycle, pool: str, job: JobView) -> list[Node]:
         want = job.spec.gpu_type
@@ -733,16 +846,22 @@ class GandivaFair(Policy):
         widest = admit.widest.get(key)
         if widest is None:
             widest = admit.widest[key] = max((n.num_gpus for n in nodes), default=0)
-        if widest < size:
-            return self._choose_gpus(cy, nodes, size, share)  # wider than a server
+        if widest < size:  # wider than a server: _choose_gpus' multi-server ranking
+            wide = admit.wide.get(key)
+            if wide is None:
+                wide = admit.wide[key] = _WideIndex(nodes, self.max_jobs_per_gpu, admit)
+            return wide.take(size)
         index = admit.picks.get((*key, size))
         if index is None:
             index = admit.picks[(*key, size)] = _PickIndex(
-                nodes, size, self.max_jobs_per_gpu, self._slot_sets, admit)
+                nodes, size, self.max_jobs_per_gpu, admit)
         got = index.best(share)
         if got is None:
             return None
-        return Placement.of({got[0]: list(got[1])})
+        placement = admit.placements.get(got)
+        if placement is None:  # frozen: one object per GPU set and cycle
+            placement = admit.placements[got] = Placement.of({got[0]: list(got[1])})
+        return placement
 
     @staticmethod
     def _slot_sets(
@@ -805,30 +924,46 @@ class GandivaFair(Policy):
         self, cy: _Cycle, job: JobView, p: Placement, pool: str, share: float, tickets: float
     ) -> None:
         """Record a placement and emit its Start/Share."""
-        others = sorted({o for s in p.slots() for o in cy.holders.get(s, ())})
-        if others:
-            cy.pre.append(Share(job_id=job.job_id, placement=p, with_jobs=tuple(others),
-                                reason="gandiva-fair: time-slice GPUs"))
-        else:
-            cy.pre.append(Start(job_id=job.job_id, placement=p, reason="gandiva-fair: place"))
-        slots = frozenset(p.slots())
-        cy.held[job.job_id] = _Held(
-            view=job, user=job.spec.user, size=p.num_gpus, pool=pool, slots=slots,
-            servers=p.nodes, running=True, tickets=tickets, share=share,
+        jid = job.spec.job_id
+        holders = cy.holders
+        slot_list = list(p.slots())
+        self._start_or_share(cy, jid, p, slot_list, "gandiva-fair: time-slice GPUs",
+                             "gandiva-fair: place")
+        slots = frozenset(slot_list)
+        size = len(slots)  # p.num_gpus
+        nodes = p.nodes
+        cy.held[jid] = _Held(
+            view=job, user=job.spec.user, size=size, pool=pool, slots=slots,
+            servers=nodes, running=True, tickets=tickets, share=share,
         )
         for s in slots:
-            cy.holders[s].append(job.job_id)
-        if cy.admit is not None:
+            holders[s].append(jid)
+        cy.version += 1
+        admit = cy.admit
+        if admit is not None:
+            load, count = admit.load, admit.count
             for s in slots:
-                cy.admit.load[s] = cy.admit.load.get(s, 0) + share
-                cy.admit.count[s] = cy.admit.count.get(s, 0) + 1
-            for index in cy.admit.picks.values():
-                for n in p.nodes:
-                    index.touch(n)
-            cy.admit.per_user_pool[(job.spec.user, pool)] += 1
-            cy.admit.pool_gpus[pool] += p.num_gpus
-            cy.admit.user_pool_gpus[(job.spec.user, pool)] += p.num_gpus
-        cy.newly_running.add(job.job_id)
+                load[s] = load.get(s, 0) + share
+                count[s] = count.get(s, 0) + 1
+            for n in nodes:
+                for index in admit.watchers.get(n, ()):
+                    index.dirty.add(n)
+                    admit.avail.pop((n, index.cap), None)
+            admit.per_user_pool[(job.spec.user, pool)] += 1
+            admit.pool_gpus[pool] += size
+            admit.user_pool_gpus[(job.spec.user, pool)] += size
+        cy.newly_running.add(jid)
+
+    @staticmethod
+    def _start_or_share(cy: _Cycle, job_id: str, p: Placement, slots: Iterable[Slot],
+                        share_reason: str, start_reason: str) -> None:
+        """Emit a Start on ``p``, or a Share with the jobs holding any of its ``slots``."""
+        others = sorted({o for s in slots for o in cy.holders.get(s, ())})
+        if others:
+            cy.pre.append(Share(job_id=job_id, placement=p, with_jobs=tuple(others),
+                                reason=share_reason))
+        else:
+            cy.pre.append(Start(job_id=job_id, placement=p, reason=start_reason))
 
     def _join_pass(self, cy: _Cycle, pool: str) -> float:
         """Pool virtual time: ticket-weighted mean pass of its uncapped jobs (all jobs when
@@ -890,14 +1025,12 @@ class GandivaFair(Policy):
             cy.pre.append(Migrate(job_id=h.job_id, placement=p, reason="gandiva-fair: balance"))
         else:
             cy.pre.append(Preempt(job_id=h.job_id, reason="gandiva-fair: move"))
-            others = sorted({o for s in p.slots() for o in cy.holders.get(s, ())})
-            if others:
-                cy.pre.append(Share(job_id=h.job_id, placement=p, with_jobs=tuple(others),
-                                    reason="gandiva-fair: move"))
-            else:
-                cy.pre.append(Start(job_id=h.job_id, placement=p, reason="gandiva-fair: move"))
+            self._start_or_share(cy, h.job_id, p, p.slots(), "gandiva-fair: move",
+                                 "gandiva-fair: move")
         h.slots = frozenset(p.slots())
         h.servers = p.nodes
+        if h.pool != pool:
+            cy.version += 1
         h.pool = pool
         h.running = True
         h.moved = True
@@ -908,7 +1041,7 @@ class GandivaFair(Policy):
 
     def _pool_moves(self, cy: _Cycle, budget: int) -> int:
         """Move jobs between pools towards each user's entitlement split."""
-        pools = self._pools(cy.snap)
+        pools = cy.pools
         if len(pools) < 2 or budget <= 0:
             return 0
         used = 0
@@ -994,7 +1127,7 @@ class GandivaFair(Policy):
         most loaded GPUs (the first, from the top, that has a move lowering its peak load by
         at least theta/2 x the mean), the job whose share is closest to half the spread."""
         used = 0
-        for pool in sorted(self._pools(cy.snap)):
+        for pool in sorted(cy.pools):
             if used >= budget:
                 break
             loads = self._gpu_loads(cy, pool)
@@ -1077,12 +1210,8 @@ class GandivaFair(Policy):
                 cy.holders[s].remove(h.job_id)
             cy.pre.append(Preempt(job_id=h.job_id, reason="gandiva-fair: pass swap"))
         for h, p in ((a, pb), (b, pa)):
-            others = sorted({o for s in p.slots() for o in cy.holders.get(s, ())})
-            if others:
-                cy.pre.append(Share(job_id=h.job_id, placement=p, with_jobs=tuple(others),
-                                    reason="gandiva-fair: pass swap"))
-            else:
-                cy.pre.append(Start(job_id=h.job_id, placement=p, reason="gandiva-fair: swap"))
+            self._start_or_share(cy, h.job_id, p, p.slots(), "gandiva-fair: pass swap",
+                                 "gandiva-fair: swap")
             h.slots = frozenset(p.slots())
             h.servers = p.nodes
             h.running = True
@@ -1197,28 +1326,56 @@ class GandivaFair(Policy):
                 mem.pass_ = mem.due = self._join_pass(cy, h.pool)
             return
         where = {j: i for i, j in enumerate(cy.held)}
-        # pool -> positions, tickets, tickets x pass of uncapped jobs (0-2), then all (3-5)
+        # pool -> per list (uncapped jobs at 0, all at 3): jobs, terms tickets x pass that are
+        # not 0.0, tickets that are not > 0. With jobs and none of the others the sums need
+        # not be taken: sum(weighted) is 0.0 and sum(tickets) > 0, so the pool's virtual time
+        # is 0.0 (a restart: every job placed so far joined an empty pool at 0).
+        stats: dict[str, list[int]] = {}
+        # pool -> positions, tickets, tickets x pass of uncapped jobs (0-2), then all (3-5);
+        # built when a pool's sums must be taken, then kept up to date
         lists: dict[str, tuple[list, list, list, list, list, list]] = {}
 
         def add(h: _Held) -> None:
-            pass_ = self._mem[h.job_id].pass_
-            ls = lists.setdefault(h.pool, ([], [], [], [], [], []))
+            w = h.tickets * (self._mem[h.job_id].pass_ or 0.0)
+            st = stats.setdefault(h.pool, [0, 0, 0, 0, 0, 0])
+            ls = lists.get(h.pool)
             i = where[h.job_id]
             for at in ((0, 3) if not h.capped else (3,)):
-                k = bisect_left(ls[at], i)
-                ls[at].insert(k, i)
-                ls[at + 1].insert(k, h.tickets)
-                ls[at + 2].insert(k, h.tickets * (pass_ or 0.0))
+                st[at] += 1
+                st[at + 1] += w != 0.0
+                st[at + 2] += not h.tickets > 0
+                if ls is not None:
+                    k = bisect_left(ls[at], i)
+                    ls[at].insert(k, i)
+                    ls[at + 1].insert(k, h.tickets)
+                    ls[at + 2].insert(k, w)
+
+        def build(pool: str) -> tuple[list, list, list, list, list, list]:
+            ls: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
+            for i, h in enumerate(cy.held.values()):
+                pass_ = self._mem[h.job_id].pass_
+                if h.pool != pool or pass_ is None:
+                    continue
+                for at in ((0, 3) if not h.capped else (3,)):
+                    ls[at].append(i)
+                    ls[at + 1].append(h.tickets)
+                    ls[at + 2].append(h.tickets * (pass_ or 0.0))
+            lists[pool] = ls
+            return ls
 
         for h in cy.held.values():
             if self._mem[h.job_id].pass_ is not None:
                 add(h)
         for h in adopted:
-            ls = lists.get(h.pool, ([], [], [], [], [], []))
-            tickets, weighted = (ls[1], ls[2]) if ls[0] else (ls[4], ls[5])
-            den = sum(tickets)
-            if den > 0:
-                self._pool_vt[h.pool] = sum(weighted) / den
+            st = stats.get(h.pool, [0, 0, 0, 0, 0, 0])
+            at = 0 if st[0] else 3
+            if st[at] and st[at + 1] == 0 and st[at + 2] == 0:
+                self._pool_vt[h.pool] = 0.0  # = sum(weighted) / sum(tickets)
+            else:
+                ls = lists.get(h.pool) or build(h.pool)
+                den = sum(ls[at + 1])
+                if den > 0:
+                    self._pool_vt[h.pool] = sum(ls[at + 2]) / den
             mem = self._mem[h.job_id]
             mem.pass_ = mem.due = self._pool_vt.get(h.pool, 0.0)
             add(h)

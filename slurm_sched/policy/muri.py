@@ -310,18 +310,15 @@ def _solve_type_matching(
 
 
 # --------------------------------------------------------------------------- plan pieces
-@dataclass(frozen=True, slots=True)
-class _Cand:
+@dataclass(slots=True)
+class _Cand:  # read-only after construction (not frozen: cheaper to build, 10^4 a pass)
     job: JobView
     key: PrioKey
     bucket: BucketKey
     profile: Profile | None
     iso_ms: float | None
     home: HomeKey | None  # where it runs now (None if pending)
-
-    @property
-    def job_id(self) -> str:
-        return self.job.spec.job_id
+    job_id: str  # job.spec.job_id
 
 
 @dataclass(slots=True)
@@ -329,10 +326,26 @@ class _Group:
     members: list[_Cand]
     bucket: BucketKey
     gamma: float = 0.0
+    #: the best (lowest) member priority key; kept by :meth:`extend`
+    key: PrioKey = field(init=False)
+    #: memo of :meth:`signature` and :func:`_common_home` (reset by :meth:`extend`)
+    _sig: tuple[Profile, ...] | None = field(default=None, init=False, repr=False)
+    _home: tuple[HomeKey | None] | None = field(default=None, init=False, repr=False)
 
-    @property
-    def key(self) -> PrioKey:
-        return min(c.key for c in self.members)
+    def __post_init__(self) -> None:
+        ms = self.members
+        self.key = ms[0].key if len(ms) == 1 else min(c.key for c in ms)
+
+    def extend(self, members: list[_Cand]) -> None:
+        self.members.extend(members)
+        self.key = min(c.key for c in self.members)
+        self._sig = self._home = None
+
+    def signature(self) -> tuple[Profile, ...]:
+        """The members' profiles, sorted (the node type of the typed matching)."""
+        if self._sig is None:
+            self._sig = tuple(sorted(m.profile for m in self.members if m.profile is not None))
+        return self._sig
 
     @property
     def gpus(self) -> int:
@@ -377,8 +390,10 @@ def _home_key(p: Placement) -> HomeKey:
 
 def _common_home(g: _Group) -> HomeKey | None:
     """Where all members of ``g`` run together now, or None."""
-    h = {m.home for m in g.members}
-    return h.pop() if len(h) == 1 else None
+    if g._home is None:
+        h = {m.home for m in g.members}
+        g._home = (h.pop() if len(h) == 1 else None,)
+    return g._home[0]
 
 
 class _Counter:
@@ -505,6 +520,7 @@ class Muri(Policy):
             iso_ms=iso if plen else None,
             home=_home_key(job.placement)
             if job.state is not JobState.PENDING and job.placement is not None else None,
+            job_id=spec.job_id,
         )
 
     def _slot_size(self, bucket: BucketKey) -> int:
@@ -619,8 +635,7 @@ class Muri(Policy):
         n = len(gs)
         size = n if self.window is None else self.window
         if n > size:
-            sigs = [tuple(sorted(p for p in (m.profile for m in g.members) if p is not None))
-                    for g in gs]
+            sigs = [g.signature() for g in gs]
             if len(set(sigs)) <= self.max_types:
                 model, worst, lbd = self.model, self.worst, self.weight_lbd
 
@@ -673,7 +688,7 @@ class Muri(Policy):
                 head = _Group(list(gs[start].members), b)
                 for nxt in gs[start + 1 : start + size]:
                     if demand > capacity or self.merge_all:
-                        head.members.extend(nxt.members)
+                        head.extend(nxt.members)
                         demand -= b[0]
                     else:
                         out.append(nxt)

@@ -30,6 +30,8 @@ from slurm_sched.perf.muri_stages import (
     ARTIFACT_MULTIPLIERS,
     ISO_FACTOR,
     OPPORTUNISTIC,
+    PROFILES_1GPU,
+    PROFILES_8GPU,
     MuriProgress,
     StageModel,
     antman_opportunistic_iteration_ms,
@@ -54,26 +56,6 @@ from tests.invariants import CheckingBackend
 # Fig. 4 (resources CPU, GPU): A, C CPU-heavy; B, D GPU-heavy.
 A = C = (2.0, 1.0)
 B = D = (1.0, 2.0)
-
-# Per-iteration profiles (r0, r1, r2) ms and isolated iteration ms, 1 GPU (spec 5.2).
-PROFILES_1GPU = {
-    "vgg16": ((117.0, 68.0, 0.0), 107.0),
-    "vgg19": ((114.0, 80.0, 0.0), 109.0),
-    "resnet18": ((711.0, 110.0, 0.0), 779.0),
-    "shufflenet_v2_x1_0": ((706.0, 59.0, 0.0), 798.0),
-    "bert": ((0.5, 160.0, 0.0), 178.0),
-    "gpt2": ((0.6, 410.0, 0.0), 426.0),
-    "a2c": ((514.0, 14.0, 0.0), 517.0),
-    "dqn": ((446.0, 8.0, 0.0), 490.0),
-}
-PROFILES_8GPU = {
-    "vgg19": ((82.0, 88.0, 60.0), 226.0),
-    "shufflenet_v2_x1_0": ((769.0, 57.0, 10.0), 957.0),
-    "bert": ((0.5, 167.0, 59.0), 192.0),
-    "gpt2": ((0.6, 419.0, 49.0), 437.0),
-    "a2c": ((502.0, 14.0, 0.4), 555.0),
-    "dqn": ((435.0, 8.0, 0.5), 509.0),
-}
 
 
 def model_job(jid: str, submit: float, gpus: int, duration: float, model: str) -> JobSpec:
