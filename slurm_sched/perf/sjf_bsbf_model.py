@@ -68,7 +68,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -302,10 +302,16 @@ class JobProfile:
     def packed_nodes(self) -> int:
         return math.ceil(self.num_gpus / GPUS_PER_NODE)
 
-    @property
+    @cached_property
     def ref_time_s(self) -> float:
         return self.iter_model.t_iter(self.solo_b, self.solo_steps, self.packed_nodes,
                                       self.num_gpus)
+
+    @cached_property
+    def _slowdowns(self) -> dict[tuple[int, int | None], float]:
+        """Memo of :meth:`slowdown` (a pure function of the profile): schedulers ask for the
+        same few values for thousands of jobs."""
+        return {}
 
     def steps_for(self, b: int) -> int:
         """Accumulation steps s = ceil(B / b) (spec F5): s * b >= B, global batch unchanged."""
@@ -318,7 +324,11 @@ class JobProfile:
     def slowdown(self, b: int, num_nodes: int | None = None) -> float:
         """t_iter with sub-batch ``b`` over t_iter of the requested configuration (>= 1 when
         placed packed: a smaller b only adds accumulation overhead)."""
-        return self.t_iter(b, num_nodes) / self.ref_time_s
+        memo = self._slowdowns
+        got = memo.get((b, num_nodes))
+        if got is None:
+            got = memo[(b, num_nodes)] = self.t_iter(b, num_nodes) / self.ref_time_s
+        return got
 
     def mem_gb(self, b: int) -> float:
         return self.memory.mem_gb(b)

@@ -39,12 +39,13 @@ construction of the traces), so with sharing disabled the schedule is exactly SJ
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from slurm_sched.model import (
     Action,
@@ -69,13 +70,26 @@ from slurm_sched.policy.placement import FreeIndex, FreeMap, free_map, pack_cons
 from slurm_sched.policy.sjf import SjfKey, sjf_sort_key
 
 Slot = tuple[str, int]
+#: A sharing candidate: (pair JCT, running job id, sub-batch).
+Cand = tuple[float, str, int | None]
+#: What BEST_SHARING reads of a running job besides its remaining time: (app, sub-batch, memory).
+RunnerClass = tuple[str | None, int | None, float]
+#: A pending job's application and (sub-batch, memory) options.
+OptionsKey = tuple[str | None, tuple[tuple[int | None, float], ...]]
+#: The sub-batches (option numbers) of a pending job that pass MEM_OK next to a runner class,
+#: with their xi pair (xi of the running job, xi of the new job).
+Signature = tuple[tuple[int, float, float], ...]
 #: How many recent sharing decisions ``share_log`` keeps.
 SHARE_LOG_SIZE = 100_000
 A2Mode = Literal["exclusive", "sub-batch"]
+_DEFAULT_SETTINGS = JobSettings()
+#: Relative margin of the lower bounds of the ranked candidate search (:meth:`SjfBsbf._ranked`):
+#: far above the few ulps of rounding error of the pair formulas.
+_LB_MARGIN = 1e-9
 
 
 # ------------------------------------------------------------------------- Theorem 1 (pair)
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PairDecision:
     """PAIR_DECISION's outcome; times are pair-average JCTs from now (seconds)."""
 
@@ -142,7 +156,7 @@ def eq25(t_a: float, i_a: float, t_b: float, i_b: float, xi_a: float, xi_b: floa
 
 
 # ------------------------------------------------------------------------- job knowledge
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Runner:
     """What a pending job needs to know about a running job it might share with."""
 
@@ -153,7 +167,7 @@ class _Runner:
     mem_gb: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Candidate:
     """A pending job's options: (sub-batch, run time alone with it, memory)."""
 
@@ -161,6 +175,10 @@ class _Candidate:
     profile: JobProfile | None
     options: tuple[tuple[int | None, float, float], ...]
     exclusive_s: float
+    #: (app, ((sub-batch, memory), ...)) and whether every time is a finite number >= 0, for
+    #: :meth:`SjfBsbf._ranked` (None: computed there)
+    osig: OptionsKey | None = None
+    regular: bool = False
 
     @property
     def app(self) -> str | None:
@@ -172,13 +190,166 @@ class _Candidate:
         return self.profile.settings_for(b)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SharingChoice:
     """BEST_SHARING's outcome for one (new job, running job) pair."""
 
     share: bool
     sub_batch: int | None
     t_pair: float
+
+
+class _Lazy(Sequence[Cand]):
+    """Candidates produced as far as they are read (the same sequence either way): the
+    composition takes the first few of thousands of running jobs, so the rest are not
+    examined."""
+
+    def __init__(self, source: Iterator[Cand]) -> None:
+        self._source = source
+        self._done: list[Cand] = []
+
+    def _fill(self, n: int | None) -> None:
+        while n is None or len(self._done) < n:
+            nxt = next(self._source, None)
+            if nxt is None:
+                break
+            self._done.append(nxt)
+
+    def __iter__(self) -> Iterator[Cand]:
+        i = 0
+        while True:
+            if i == len(self._done):
+                self._fill(i + 1)
+                if i == len(self._done):
+                    return
+            yield self._done[i]
+            i += 1
+
+    def __bool__(self) -> bool:
+        self._fill(1)
+        return bool(self._done)
+
+    def __len__(self) -> int:
+        self._fill(None)
+        return len(self._done)
+
+    @overload
+    def __getitem__(self, i: int) -> Cand: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
+    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
+        self._fill(None)
+        return self._done[i]
+
+
+class _Excluding(Sequence[Cand]):
+    """A :class:`_Lazy` source without the candidates of some running jobs, read as far as
+    needed; what was already read is kept filtered in ``head``."""
+
+    def __init__(self, source: _Lazy, head: list[Cand], pos: int,
+                 excluded: frozenset[str]) -> None:
+        self._source = source
+        self._head = head
+        self._pos = pos  # source items before this index are accounted for in head
+        self._excluded = excluded
+
+    def narrowed(self, bad: Iterable[str]) -> _Excluding:
+        """The same without the candidates of ``bad`` too."""
+        excluded = self._excluded.union(bad)
+        done = self._source._done
+        head = [c for c in self._head if c[1] not in excluded]
+        head.extend(c for c in done[self._pos:] if c[1] not in excluded)
+        return _Excluding(self._source, head, len(done), excluded)
+
+    def __iter__(self) -> Iterator[Cand]:
+        yield from self._head
+        source, excluded, i = self._source, self._excluded, self._pos
+        done = source._done
+        while True:
+            if i == len(done):
+                source._fill(i + 1)
+                if i == len(done):
+                    return
+            c = done[i]
+            i += 1
+            if c[1] not in excluded:
+                yield c
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    @overload
+    def __getitem__(self, i: int) -> Cand: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
+    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
+        return list(self)[i]
+
+
+def _regular(x: float) -> bool:
+    """A finite number >= 0 (what the monotonicity argument of the ranked search needs)."""
+    return 0.0 <= x < math.inf
+
+
+def _options_key(cand: _Candidate) -> tuple[OptionsKey, bool]:
+    """``cand.osig`` and ``cand.regular`` computed."""
+    osig = (cand.app, tuple((b, mem) for b, _, mem in cand.options))
+    return osig, _regular(cand.exclusive_s) and all(_regular(d) for _, d, _ in cand.options)
+
+
+class _OwnerIndex:
+    """The running jobs holding at least one G_OJ GPU of one key (None = any type), grouped by
+    :data:`RunnerClass` and sorted by (remaining time alone, job id) within a group.
+
+    BEST_SHARING sees a running job only through its class and its remaining time, and its
+    pair JCT grows with the remaining time (see :meth:`SjfBsbf._ranked`). Jobs whose remaining
+    time is not a finite number >= 0 are kept apart (``odd``) and always evaluated.
+    """
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+        self.classes: dict[RunnerClass, list[tuple[float, str]]] = {}
+        self.odd: set[str] = set()
+        self._where: dict[str, tuple[RunnerClass, float] | None] = {}
+        #: bumped whenever a class appears or empties (invalidates ``groups``)
+        self.version = 0
+        #: candidate options -> (version, [(signature, classes)]), see ``SjfBsbf._ranked``
+        self.groups: dict[object, tuple[int, list[tuple[Signature, list[RunnerClass]]]]] = {}
+
+    def add(self, rid: str, run: _Runner) -> None:
+        self.remove(rid)
+        d = run.remaining_alone_s
+        if not _regular(d):
+            self.odd.add(rid)
+            self._where[rid] = None
+            return
+        key = (run.app, run.sub_batch, run.mem_gb)
+        lst = self.classes.get(key)
+        if lst is None:
+            lst = self.classes[key] = []
+            self.version += 1
+        insort(lst, (d, rid))
+        self._where[rid] = (key, d)
+
+    def remove(self, rid: str) -> None:
+        if rid not in self._where:
+            return
+        where = self._where.pop(rid)
+        if where is None:
+            self.odd.discard(rid)
+            return
+        key, d = where
+        lst = self.classes[key]
+        del lst[bisect_left(lst, (d, rid))]
+        if not lst:
+            del self.classes[key]
+            self.version += 1
+
+    def members(self) -> Iterable[str]:
+        return self._where.keys()
 
 
 class _State:
@@ -200,13 +371,16 @@ class _State:
         self.free: FreeMap = free_map(snapshot)
         self.free_index = FreeIndex(self.free, self._type_of)
         self._views: dict[str, FreeMap] = {}
-        self.holders: dict[Slot, list[str]] = {k: list(v) for k, v in snapshot.occupancy.items()}
-        self.slots_of: dict[str, list[Slot]] = {}
+        # tuples, replaced on change: fewer objects for the garbage collector to track
+        self.holders: dict[Slot, tuple[str, ...]] = dict(snapshot.occupancy)
+        self.slots_of: dict[str, tuple[Slot, ...]] = {}
         for j in snapshot.jobs:
             if j.placement is not None and j.state is not JobState.PENDING:
-                self.slots_of[j.job_id] = sorted(j.placement.slots(), key=self.slot_key)
+                self.slots_of[j.job_id] = tuple(sorted(j.placement.slots(), key=self.slot_key))
         self.runners: dict[str, _Runner] = {}
         self.suspended = {j.job_id for j in snapshot.suspended}
+        #: owner indexes (per key), built on first use and kept up to date afterwards
+        self._owner_idx: dict[str | None, _OwnerIndex] = {}
         #: key (None = all servers, else a GPU type) -> sorted (server index, GPU) of G_OJ
         self._singles: dict[str | None, list[tuple[int, int]]] = {None: []}
         for t in self._type_of.values():
@@ -266,16 +440,51 @@ class _State:
 
     def _file_single(self, slot: Slot, add: bool) -> None:
         pos = self.slot_key(slot)
+        owner = self.holders[slot][0]  # the job holding the GPU alone (before / after)
         for key in (None, self._type_of[slot[0]]):
             lst = self._singles[key]
             if add:
                 insort(lst, pos)
             else:
                 del lst[bisect_left(lst, pos)]
+            idx = self._owner_idx.get(key)
+            if idx is not None:
+                n = idx.count.get(owner, 0) + (1 if add else -1)
+                if n > 0:
+                    idx.count[owner] = n
+                    if n == 1 and owner in self.runners:
+                        idx.add(owner, self.runners[owner])
+                else:
+                    idx.count.pop(owner, None)
+                    idx.remove(owner)
         if add:
             self._single_set.add(slot)
         else:
             self._single_set.discard(slot)
+
+    def add_runner(self, job_id: str, run: _Runner) -> None:
+        """Record what sharing needs to know about a running (or just placed) job."""
+        self.runners[job_id] = run
+        for idx in self._owner_idx.values():
+            if idx.count.get(job_id, 0) > 0:
+                idx.add(job_id, run)
+
+    def owner_index(self, gpu_type: str | None) -> _OwnerIndex:
+        """The running jobs holding a G_OJ GPU of the type (the set ``SjfBsbf._owners``
+        yields), indexed for the ranked search; maintained by :meth:`place` from now on."""
+        idx = self._owner_idx.get(gpu_type)
+        if idx is None:
+            idx = _OwnerIndex()
+            names, holders = self._names, self.holders
+            for i, g in self._single_positions(gpu_type):
+                rid = holders[(names[i], g)][0]
+                idx.count[rid] = idx.count.get(rid, 0) + 1
+            for rid in idx.count:
+                run = self.runners.get(rid)
+                if run is not None:
+                    idx.add(rid, run)
+            self._owner_idx[gpu_type] = idx
+        return idx
 
     def pack(self, num_gpus: int, gpu_type: str | None) -> Placement | None:
         """``pack_consolidated`` on the free GPUs of a type (taken from ``free``)."""
@@ -285,16 +494,16 @@ class _State:
         slots = sorted(slots, key=self.slot_key)
         running = job_id not in self.suspended
         for node, g in slots:
-            h = self.holders.setdefault((node, g), [])
+            h = (*self.holders.get((node, g), ()), job_id)
+            self.holders[(node, g)] = h
             was_single = (node, g) in self._single_set
-            h.append(job_id)
             if was_single:
                 self._file_single((node, g), add=False)
             elif len(h) == 1 and running:
                 self._file_single((node, g), add=True)
             if g in self.free[node]:
                 self.free_index.remove(node, g)
-        self.slots_of[job_id] = slots
+        self.slots_of[job_id] = tuple(slots)
 
 
 def _placement(slots: Sequence[Slot], state: _State) -> Placement:
@@ -342,9 +551,31 @@ class SjfBsbf(Policy):
                              tuple[float, float]] = {}
         self._options_cache: dict[tuple[str, int, int],
                                   tuple[JobProfile, tuple[tuple[int, float, float], ...]]] = {}
+        #: set once an interference model gave a xi outside [1, inf): the ranked candidate
+        #: search relies on xi >= 1 and falls back to evaluating every running job
+        self._xi_irregular = False
+        self._cand_cache: dict[str, _Candidate] = {}
+        self._pairs_memo: tuple[tuple[object, ...], dict[str, PairDecision]] | None = None
+        self._settings_cache: dict[tuple[int, int], JobSettings] = {}
+        self._sig_cache: dict[object, dict[RunnerClass, Signature]] = {}
+        self._sig_ctx: tuple[object, float | None] | None = None
 
     # ------------------------------------------------------------ model queries
     def candidate(self, job: JobView) -> _Candidate:
+        """A pending job's options (memoised per job: they depend on its spec alone)."""
+        got = self._cand_cache.get(job.job_id)
+        if got is not None and got.job.spec is job.spec:
+            return got if got.job is job else _Candidate(job, got.profile, got.options,
+                                                         got.exclusive_s, got.osig, got.regular)
+        cand = self._make_candidate(job)
+        osig, regular = _options_key(cand)
+        cand = _Candidate(job, cand.profile, cand.options, cand.exclusive_s, osig, regular)
+        if len(self._cand_cache) > 200_000:
+            self._cand_cache.clear()
+        self._cand_cache[job.job_id] = cand
+        return cand
+
+    def _make_candidate(self, job: JobView) -> _Candidate:
         prof = job_profile(job.spec)
         dur = job.spec.duration_s
         if prof is None:
@@ -360,6 +591,16 @@ class SjfBsbf(Policy):
             self._options_cache[key] = per_b
         opts = tuple((b, dur * slow, mem) for b, slow, mem in per_b[1])
         return _Candidate(job, prof, opts, dur)
+
+    def _settings(self, cand: _Candidate, b: int | None) -> JobSettings:
+        """``cand.settings(b)``, one shared (immutable) object per (B, b)."""
+        if cand.profile is None or b is None:
+            return _DEFAULT_SETTINGS
+        key = (cand.profile.local_bsz, b)
+        got = self._settings_cache.get(key)
+        if got is None:
+            got = self._settings_cache[key] = cand.profile.settings_for(b)
+        return got
 
     def solo_sub_batch(self, cand: _Candidate) -> int | None:
         """The largest sub-batch that fits alone (normally the solo micro-batch)."""
@@ -402,6 +643,8 @@ class SjfBsbf(Policy):
         if got is None:
             x = self.interference
             got = (x.xi(app_r, b_r, app_n, b), x.xi(app_n, b, app_r, b_r))
+            if not (1.0 <= got[0] < math.inf and 1.0 <= got[1] < math.inf):
+                self._xi_irregular = True
             if len(self._xi_cache) > 1_000_000:
                 self._xi_cache.clear()
             self._xi_cache[key] = got
@@ -449,7 +692,7 @@ class SjfBsbf(Policy):
             return []
         state = _State(snapshot)
         for j in snapshot.running:
-            state.runners[j.job_id] = self.runner(j, now_s)
+            state.add_runner(j.job_id, self.runner(j, now_s))
         actions: list[Action] = []
         for job in self.order(snapshot):
             act = self._schedule_one(job, state)
@@ -472,8 +715,8 @@ class SjfBsbf(Policy):
             slow = 1.0
             if cand.profile is not None and b is not None:
                 slow = cand.profile.slowdown(b)
-            state.runners[job.job_id] = self._new_runner(cand, b, slow)
-            return Start(job_id=job.job_id, placement=placement, settings=cand.settings(b),
+            state.add_runner(job.job_id, self._new_runner(cand, b, slow))
+            return Start(job_id=job.job_id, placement=placement, settings=self._settings(cand, b),
                          reason="sjf: free GPUs")
         return self._share(job, cand, state, need, gtype)
 
@@ -499,9 +742,167 @@ class SjfBsbf(Policy):
                 seen.add(rid)
                 yield rid
 
+    def _sharing_order(self, cand: _Candidate, state: _State, gtype: str | None
+                       ) -> Sequence[Cand]:
+        """:meth:`sharing_candidates` over every G_OJ owner of the type, produced lazily in the
+        same order by :meth:`_ranked` unless a subclass changed how candidates are found."""
+        cls = type(self)
+        if (cls.sharing_candidates is not SjfBsbf.sharing_candidates
+                or cls.best_sharing is not SjfBsbf.best_sharing):
+            return self.sharing_candidates(cand, self._owners(state, gtype), state)
+        return _Lazy(self._ranked(cand, state, gtype))
+
+    def _ranked(self, cand: _Candidate, state: _State, gtype: str | None) -> Iterator[Cand]:
+        """Exactly ``sharing_candidates(cand, owners, state)`` in order, computing
+        BEST_SHARING for only as many running jobs as the order needs.
+
+        BEST_SHARING sees a running job through its :data:`RunnerClass` (which sub-batches pass
+        MEM_OK, and their xi pair) and its remaining time ``d_r``; classes with the same
+        sub-batches and xi pairs form a group, inside which the pair JCT ``t`` is a function of
+        ``d_r`` alone, and a non-decreasing one when xi >= 1 and times are >= 0: per sub-batch
+        ``t_seq`` has slope 1 in ``d_r``, ``t_ov`` slope ``xi_r - xi_r / (2 xi_n) > 0`` (R
+        finishes first) or 1/2 (N finishes first; the pieces meet where the cases switch),
+        and a minimum of non-decreasing functions is one. Rounding moves a computed ``t`` by a
+        few ulps (relative 1e-15), so every job of a group after its head (the smallest
+        ``d_r`` not yet evaluated) has ``t >= t_head * (1 - 1e-9)``. The search evaluates
+        group heads in the order of these bounds and hands out the best evaluated sharing
+        candidate (by (t, job id), as the sort does) once it is strictly below every group's
+        bound, so nothing not yet evaluated can precede it. Each evaluation is BEST_SHARING's
+        arithmetic, operation for operation. Irregular inputs (a xi outside [1, inf), times
+        that are negative or not finite) fall back to evaluating every owner.
+        """
+        idx = state.owner_index(gtype)
+        runners = state.runners
+        if cand.osig is None:
+            osig, regular = _options_key(cand)
+        else:
+            osig, regular = cand.osig, cand.regular
+        if not regular:
+            yield from self.sharing_candidates(cand, idx.members(), state)
+            return
+        found: list[Cand] = [(c.t_pair, rid, c.sub_batch)
+                             for rid in idx.odd
+                             for c in (self.best_sharing(cand, runners[rid]),) if c.share]
+        cached = idx.groups.get(osig)
+        if cached is None or cached[0] != idx.version:
+            sig_of = self._class_signatures(osig)
+            by_sig: dict[Signature, list[RunnerClass]] = {}
+            for ckey in idx.classes:
+                sig = sig_of(ckey)
+                if sig:  # empty: no sub-batch fits next to this class (t = inf, never shares)
+                    by_sig.setdefault(sig, []).append(ckey)
+            cached = (idx.version, list(by_sig.items()))
+            idx.groups[osig] = cached
+        classes = idx.classes
+        if self._xi_irregular:  # the bounds may not hold: evaluate everything
+            yield from self.sharing_candidates(cand, idx.members(), state)
+            return
+        opts = cand.options
+        excl = cand.exclusive_s
+        exclusive = self.a2 == "exclusive"
+        b0 = opts[0][0]
+        inf = math.inf
+
+        def evaluate(rows: list[tuple[int | None, float, float, float]], d_r: float
+                     ) -> tuple[bool, int | None, float]:
+            # best_sharing's loop on the rows that pass MEM_OK, same operations
+            best_share, best_b, best_t = False, b0, inf
+            for b, d_n, xi_r, xi_n in rows:
+                if xi_r * d_r <= xi_n * d_n:
+                    t_r = xi_r * d_r
+                    t_n = t_r + (d_n - t_r / xi_n)
+                else:
+                    t_n = xi_n * d_n
+                    t_r = t_n + (d_r - t_n / xi_r)
+                t_ov = (t_r + t_n) / 2.0
+                t_seq = (2.0 * d_r + (excl if exclusive else d_n)) / 2.0
+                t = t_ov if t_ov < t_seq else t_seq
+                if t <= best_t:
+                    best_share, best_b, best_t = t_ov < t_seq, b, t
+            return best_share, best_b, best_t
+
+        # per group: its rows, its classes' (d_r, job id) lists merged by a heap of
+        # (next item, list number, position), and the evaluated head
+        g_rows: list[list[tuple[int | None, float, float, float]]] = []
+        g_lists: list[list[list[tuple[float, str]]]] = []
+        g_merge: list[list[tuple[tuple[float, str], int, int]]] = []
+        g_head: list[tuple[bool, int | None, float, str]] = []
+        heads: list[tuple[float, int]] = []  # (lower bound, group number)
+        for sig, ckeys in cached[1]:
+            rows = [(opts[i][0], opts[i][1], xr, xn) for i, xr, xn in sig]
+            lists = [classes[ck] for ck in ckeys]
+            merge = [(lst[0], j, 0) for j, lst in enumerate(lists)]
+            heapq.heapify(merge)
+            (d_r, rid), j, pos = merge[0]
+            if pos + 1 < len(lists[j]):
+                heapq.heapreplace(merge, (lists[j][pos + 1], j, pos + 1))
+            else:
+                heapq.heappop(merge)
+            share, b, t = evaluate(rows, d_r)
+            heads.append((t - t * _LB_MARGIN, len(g_rows)))
+            g_rows.append(rows)
+            g_lists.append(lists)
+            g_merge.append(merge)
+            g_head.append((share, b, t, rid))
+        heapq.heapify(found)
+        heapq.heapify(heads)
+        while True:
+            while heads and (not found or found[0][0] >= heads[0][0]):
+                k = heads[0][1]
+                share, b, t, rid = g_head[k]
+                if share:
+                    heapq.heappush(found, (t, rid, b))
+                merge = g_merge[k]
+                if not merge:
+                    heapq.heappop(heads)
+                    continue
+                (d_r, rid), j, pos = merge[0]
+                lst = g_lists[k][j]
+                if pos + 1 < len(lst):
+                    heapq.heapreplace(merge, (lst[pos + 1], j, pos + 1))
+                else:
+                    heapq.heappop(merge)
+                share, b, t = evaluate(g_rows[k], d_r)
+                g_head[k] = (share, b, t, rid)
+                heapq.heapreplace(heads, (t - t * _LB_MARGIN, k))
+            if not found:
+                return
+            yield heapq.heappop(found)
+
+    def _class_signatures(self, osig: OptionsKey) -> Callable[[RunnerClass], Signature]:
+        """For a pending job's (app, ((sub-batch, memory), ...)): runner class -> the
+        :data:`Signature` BEST_SHARING would use (memoised)."""
+        ctx = (self.interference, self.memory_gb)
+        if self._sig_ctx != ctx:
+            self._sig_cache.clear()
+            self._sig_ctx = ctx
+        if len(self._sig_cache) > 100_000:
+            self._sig_cache.clear()
+        cache = self._sig_cache.setdefault(osig, {})
+        app, per_b = osig
+        memory = self.memory_gb
+        xi_pair = self.xi_pair
+
+        def sig(ckey: RunnerClass) -> Signature:
+            got = cache.get(ckey)
+            if got is None:
+                rapp, rb, rmem = ckey
+                limit = None if memory is None else memory + 1e-9 - rmem
+                got = tuple((i, *xi_pair(app, b, rapp, rb))
+                            for i, (b, mem) in enumerate(per_b)
+                            if limit is None or not mem > limit)
+                cache[ckey] = got
+            return got
+
+        return sig
+
     def _share(self, job: JobView, cand: _Candidate, state: _State, need: int,
                gtype: str | None) -> Action | None:
-        cands = self.sharing_candidates(cand, self._owners(state, gtype), state)
+        self._pairs_memo = None
+        found = self._sharing_order(cand, state, gtype)
+        source = found if isinstance(found, _Lazy) else _Lazy(iter(found))
+        cands: Sequence[Cand] = source
+        view = _Excluding(source, [], 0, frozenset())
         while cands:
             chosen, slots, b_j = self._compose(cands, state, need, gtype)
             if slots is None:
@@ -513,7 +914,8 @@ class SjfBsbf(Policy):
             bad = self._failing_pairs(cand, chosen, b_j, state, nodes)
             if not bad:
                 return self._commit(job, cand, state, chosen, slots, b_j, nodes)
-            cands = [c for c in cands if c[1] not in bad]
+            view = view.narrowed(bad)
+            cands = view
         return None
 
     def _compose(self, cands: Sequence[tuple[float, str, int | None]], state: _State,
@@ -575,23 +977,35 @@ class SjfBsbf(Policy):
         mem_n = next((m for b, _, m in cand.options if b == b_j), cand.options[0][2])
         d_n = self.run_time(cand, b_j, nodes)
         bad = set()
+        pairs: dict[str, PairDecision] = {}
         for rid in chosen:
             run = state.runners[rid]
-            if not self.mem_ok(mem_n, run) or not self.decide_pair(cand, run, b_j, d_n).share:
+            if not self.mem_ok(mem_n, run):
                 bad.add(rid)
+                continue
+            pair = pairs[rid] = self.decide_pair(cand, run, b_j, d_n)
+            if not pair.share:
+                bad.add(rid)
+        # the share log of a commit right after wants the same decisions
+        self._pairs_memo = ((cand.job.job_id, b_j, nodes, d_n), pairs)
         return bad
 
     def _commit(self, job: JobView, cand: _Candidate, state: _State, chosen: list[str],
                 slots: list[Slot], b_j: int | None, nodes: int | None = None) -> Action:
         d_n = self.run_time(cand, b_j, nodes)
+        memo = self._pairs_memo
+        self._pairs_memo = None
+        known = memo[1] if memo is not None and memo[0] == (job.job_id, b_j, nodes, d_n) else {}
         for rid in chosen:
-            self.share_log.append((job.job_id, rid, self.decide_pair(
-                cand, state.runners[rid], b_j, d_n)))
+            pair = known.get(rid)
+            if pair is None:
+                pair = self.decide_pair(cand, state.runners[rid], b_j, d_n)
+            self.share_log.append((job.job_id, rid, pair))
         state.place(job.job_id, slots)
         slow = d_n / cand.exclusive_s if cand.exclusive_s > 0 else 1.0
-        state.runners[job.job_id] = self._new_runner(cand, b_j, slow)
+        state.add_runner(job.job_id, self._new_runner(cand, b_j, slow))
         return Share(job_id=job.job_id, placement=_placement(slots, state),
-                     with_jobs=tuple(chosen), settings=cand.settings(b_j),
+                     with_jobs=tuple(chosen), settings=self._settings(cand, b_j),
                      reason=f"sjf-bsbf: share with {','.join(chosen)}, sub-batch {b_j}")
 
     def explain(self, snapshot: ClusterSnapshot, job_id: str) -> str:

@@ -16,54 +16,9 @@ model.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
 
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.sjf_bsbf import SjfBsbf, _Candidate, _State
-
-Cand = tuple[float, str, int | None]
-
-
-class _Lazy(Sequence[Cand]):
-    """The candidates, produced as far as they are read: the composition takes the first few
-    of thousands of running jobs, so the rest are not examined (same sequence either way)."""
-
-    def __init__(self, source: Iterator[Cand]) -> None:
-        self._source = source
-        self._done: list[Cand] = []
-
-    def _fill(self, n: int | None) -> None:
-        while n is None or len(self._done) < n:
-            nxt = next(self._source, None)
-            if nxt is None:
-                break
-            self._done.append(nxt)
-
-    def __iter__(self) -> Iterator[Cand]:
-        i = 0
-        while True:
-            if i == len(self._done):
-                self._fill(i + 1)
-                if i == len(self._done):
-                    return
-            yield self._done[i]
-            i += 1
-
-    def __bool__(self) -> bool:
-        self._fill(1)
-        return bool(self._done)
-
-    def __len__(self) -> int:
-        self._fill(None)
-        return len(self._done)
-
-    @overload
-    def __getitem__(self, i: int) -> Cand: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
-    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
-        self._fill(None)
-        return self._done[i]
+from slurm_sched.policy.sjf_bsbf import Cand, SjfBsbf, _Candidate, _Lazy, _State
 
 
 class SjfFfs(SjfBsbf):

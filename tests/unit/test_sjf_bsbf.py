@@ -25,6 +25,7 @@ from slurm_sched.perf import registry as perf_registry
 from slurm_sched.perf.sjf_bsbf_model import (
     APP_MEMORY,
     GPU_MEMORY_GB,
+    CallableXi,
     GavelXi,
     SjfBsbfWorld,
     UniformXi,
@@ -494,3 +495,43 @@ def test_generator_is_calibrated_and_nested():
     assert max(r.time_s for r in large) < 8 * 3600
     with pytest.raises(ValueError, match="num_jobs"):
         generate(0, 1)
+
+
+# ---------------------------------------------------------------- ranked candidate search
+class _CheckedBsbf(SjfBsbf):
+    """Checks that the lazy ranked search hands out exactly the sorted full evaluation."""
+
+    checked = 0
+
+    def _sharing_order(self, cand, state, gtype):  # type: ignore[no-untyped-def]
+        full = list(self.sharing_candidates(cand, self._owners(state, gtype), state))
+        assert list(self._ranked(cand, state, gtype)) == full
+        self.checked += 1
+        return super()._sharing_order(cand, state, gtype)
+
+
+def _odd_xi(app, b, co_app, co_b):  # type: ignore[no-untyped-def]
+    return 0.8 if (b or 0) % 3 == 0 else 1.0 + ((co_b or 0) % 5) / 4.0
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"interference": UniformXi(2.0)}, {"interference": UniformXi(1.25), "memory_gb": None},
+    {"a2": "sub-batch", "placement_aware": False}, {"interference": CallableXi(_odd_xi)},
+])
+def test_ranked_candidates_equal_the_sorted_full_evaluation(kwargs):
+    cluster = parse_cluster_spec("16x4")
+    jobs = [j.model_copy(update={"submit_time_s": 0.0}) for j in generate_jobs(300, 5)]
+    be = SimulatedBackend(cluster, jobs, progress=SjfBsbfWorld(GavelXi()), restart_overhead_s=0,
+                          max_jobs_per_gpu=2)
+    be.advance_to(0.0)
+    be.apply(Sjf().decide(be.snapshot(), 0.0))  # fill the cluster exclusively first
+    be.advance_to(1800.0)
+    snap = be.snapshot()
+    pol = _CheckedBsbf(**kwargs)
+    acts = pol.decide(snap, 1800.0)
+    assert pol.checked >= 5
+    if not kwargs:
+        assert any(isinstance(a, Share) for a in acts)
+    plain = SjfBsbf(**kwargs)
+    assert plain.decide(snap, 1800.0) == acts
+    assert plain.decide(snap, 1800.0) == acts  # cached per-job state changes nothing
