@@ -55,6 +55,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from slurm_sched.model import (
     Action,
     Cluster,
@@ -96,9 +98,17 @@ STARVE_S = 200_000.0  # queueing delay after which a best-effort job is starving
 EPS_FLAT = 0.01  # flatness tolerance of the curves [X]
 ROUND_S = 60.0  # periodic pass [R 3.9]
 MIN_OBS_ITERATIONS = 100  # below this the trace's duration/steps is too coarse to observe
+SMALL_CLUSTER = 64  # nodes up to which the walk visits every node (no array skipping)
+_MISS = object()  # cache miss marker (None is a cached answer)
 
 
 # ============================================================================ candidates
+def _without_hash(state: dict[str, object]) -> dict[str, object]:
+    """An object's state without its cached hash: string hashes differ between processes, so
+    a pickled copy computes its own."""
+    return {k: v for k, v in state.items() if k != "_hash"}
+
+
 @dataclass(frozen=True)
 class Cand:
     """One configuration a job can run in. ``plan``/``shape`` None = a rigid job of an unknown
@@ -107,6 +117,17 @@ class Cand:
     plan: Plan | None
     shape: Shape | None
     gpus: int
+
+    def __hash__(self) -> int:
+        # the generated hash (of the fields' tuple), computed once (dictionary keys)
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.plan, self.shape, self.gpus))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return _without_hash(self.__dict__)
 
 
 @dataclass
@@ -122,6 +143,8 @@ class JobModel:
     cpu_curve_c: float
     t_ref: float
     version: int
+    #: memo of :meth:`sigma_plus` (a pure function of the curve; job models are shared)
+    _sp: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def rigid(self) -> bool:
@@ -129,6 +152,12 @@ class JobModel:
 
     def sigma_plus(self, x: int) -> float:
         """Best gain rate from x to a valid point y in (x, cap] [3.3]."""
+        got = self._sp.get(x)
+        if got is None:
+            got = self._sp[x] = self._sigma_plus(x)
+        return got
+
+    def _sigma_plus(self, x: int) -> float:
         if x >= self.cap:
             return 0.0
         cx = self.curve[min(x, len(self.curve) - 1)]
@@ -152,6 +181,18 @@ class Alloc:
     mem: tuple[tuple[str, float], ...]
     cand: Cand
     cpus_per_gpu: int
+
+    def __hash__(self) -> int:
+        # the generated hash (of the fields' tuple), computed once: allocations key the
+        # per-pass caches of donor steps and are hashed millions of times
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.gpus, self.cpus, self.mem, self.cand, self.cpus_per_gpu))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return _without_hash(self.__dict__)
 
     @property
     def total(self) -> int:
@@ -179,6 +220,35 @@ class Alloc:
         return Placement.of({n: list(g) for n, g in self.gpus})
 
 
+class SlotHolds:
+    """Which job holds each GPU slot, for ordering actions so that every placement's GPUs
+    are free when it is applied (Rubick and its baselines)."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, int], str] = {}
+        self.owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
+
+    def hold(self, slot: tuple[str, int], jid: str) -> None:
+        prev = self.held.get(slot)
+        if prev is not None:
+            self.owned[prev].discard(slot)
+        self.held[slot] = jid
+        self.owned.setdefault(jid, set()).add(slot)
+
+    def release(self, jid: str) -> None:
+        for slot in self.owned.pop(jid, ()):
+            del self.held[slot]
+
+    def take(self, slots: list[tuple[str, int]], jid: str) -> bool:
+        """Move ``jid`` to ``slots`` if none is held by another job; whether it moved."""
+        if not all(self.held.get(s) in (None, jid) for s in slots):
+            return False
+        self.release(jid)
+        for s in slots:
+            self.hold(s, jid)
+        return True
+
+
 @dataclass
 class NodeState:
     name: str
@@ -199,24 +269,45 @@ class State:
         self.order = [n.name for n in nodes]
         self.pos = {n: i for i, n in enumerate(self.order)}
         self.alloc: dict[str, Alloc | None] = {}
-        self.journal: list[tuple[str, Alloc | None]] = []
+        #: (job, its previous allocation, the versions of the nodes the change touched)
+        self.journal: list[tuple[str, Alloc | None, list[tuple[str, int]]]] = []
         #: free GPUs per node, indexed (best fit / most free without scanning every node);
         #: kept in step by :meth:`set`, the only writer of ``free_gpus``
         self.free_index = CountIndex({n.name: len(n.free_gpus) for n in nodes})
-        #: bumped whenever a node's jobs or their allocations change (caches key on it)
+        #: a new number whenever a node's jobs or their allocations change (caches key on it);
+        #: a rollback gives the nodes back their numbers (their allocations are back too),
+        #: and numbers are never used twice, so a cached answer stays valid whenever its
+        #: number is the node's
         self.version = dict.fromkeys(self.order, 0)
+        self._clock = 0
+        #: free GPUs per node in cluster order (the walk's vectorised skipping)
+        self.free_arr = np.array([len(n.free_gpus) for n in nodes], dtype=np.int64)
+        #: per ``privileged`` flag, the sigma-minus of each node's lowest donor for the node's
+        #: current version as :meth:`Rubick._lowest_donor` found it for a receiver not on the
+        #: node (inf: no donor; NaN: not asked since the node last changed)
+        self.dsig = {flag: np.full(len(nodes), np.nan) for flag in (False, True)}
+
+    def _touched(self, n: str, st: NodeState) -> None:
+        self.free_index.set(n, len(st.free_gpus))
+        self._clock += 1
+        self.version[n] = self._clock
+        i = self.pos[n]
+        self.free_arr[i] = len(st.free_gpus)
+        self.dsig[False][i] = np.nan
+        self.dsig[True][i] = np.nan
 
     def set(self, job_id: str, new: Alloc | None, *, record: bool = True) -> None:
         old = self.alloc.get(job_id)
         if record:
-            self.journal.append((job_id, old))
+            version = self.version
+            self.journal.append((job_id, old, [
+                (n, version[n]) for a in (old, new) if a is not None for n, _ in a.gpus]))
         if old is not None:
             for n, g in old.gpus:
                 st = self.nodes[n]
                 st.free_gpus.update(g)
                 st.jobs.discard(job_id)
-                self.free_index.set(n, len(st.free_gpus))
-                self.version[n] += 1
+                self._touched(n, st)
             for n, c in old.cpus:
                 self.nodes[n].free_cpus += c
             for n, m in old.mem:
@@ -229,8 +320,7 @@ class State:
                     raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
                 st.free_gpus.difference_update(g)
                 st.jobs.add(job_id)
-                self.free_index.set(n, len(st.free_gpus))
-                self.version[n] += 1
+                self._touched(n, st)
             for n, c in new.cpus:
                 self.nodes[n].free_cpus -= c
             for n, m in new.mem:
@@ -241,8 +331,10 @@ class State:
 
     def rollback(self, mark: int) -> None:
         while len(self.journal) > mark:
-            job_id, old = self.journal.pop()
+            job_id, old, versions = self.journal.pop()
             self.set(job_id, old, record=False)
+            for n, v in reversed(versions):
+                self.version[n] = v
 
 
 # ============================================================================ embedding
@@ -393,6 +485,8 @@ class Rubick(Policy):
             else:
                 raise ValueError(f"predictor must be 'fitted' or 'oracle', got {predictor!r}")
         self.predictor: Predictor = predictor
+        #: predictions depend on the model's name only (see :meth:`_time`)
+        self._name_keyed = type(predictor) in (FittedPredictor, OraclePredictor)
         self.restart_cost_s = restart_cost_s
         self.reconf_threshold = reconf_threshold
         self.starve_s = starve_s
@@ -410,10 +504,13 @@ class Rubick(Policy):
         self.moves: list[tuple[str, str, float, float, bool]] = []
         self._step_cache: dict[tuple, tuple | None] = {}
         self._donor_cache: dict[tuple, tuple | None] = {}
+        self._donor_content: dict[tuple, tuple | None] = {}  # the same by node content
+        self._cpu_memo: dict[tuple, int] = {}  # _choose_cpus of the pass
         # JobModels by their inputs (pure functions of the job's info, the predictor version
         # and the cluster): jobs of one kind share one (thousands of jobs, a few hundred kinds)
         self._shared_models: dict[tuple, tuple[JobInfo | None, JobModel]] = {}
         self._shared_cluster: object = None
+        self._shared_cands: dict[JobInfo, list[Cand]] = {}  # same cluster as the models
         self._sizes_memo: tuple[Cluster, list[int], int | None] | None = None
         #: Locked jobs reconfigured in the last pass to honour a guarantee [A8]
         self.overrides: set[str] = set()
@@ -430,8 +527,13 @@ class Rubick(Policy):
 
     def _time(self, model: ModelSpec, plan: Plan, shape: Shape, cpg: float) -> float | None:
         """Predicted iteration time, cached per (model, CPUs per GPU, model version); a miss
-        predicts every measured configuration of the model at once (vectorised)."""
-        key = (model, float(cpg), self.predictor.model_version(model.name))
+        predicts every measured configuration of the model at once (vectorised).
+
+        The built-in predictors' answers depend on the model's name only (the fitted one keeps
+        one performance model per name, made on first use; the oracle reads the tables by name),
+        so for them jobs of one model with different global batches share one table."""
+        mkey: object = model.name if self._name_keyed else model
+        key = (mkey, float(cpg), self.predictor.model_version(model.name))
         table = self._times.get(key)
         if table is None:
             if len(self._times) > 512:
@@ -517,6 +619,7 @@ class Rubick(Policy):
         if cluster is not self._shared_cluster:
             if cluster != self._shared_cluster:
                 self._shared_models.clear()
+                self._shared_cands.clear()
             self._shared_cluster = cluster
         key: tuple = (info, version) if info is not None else (view.spec.num_gpus, version)
         shared = self._shared_models.get(key)
@@ -537,7 +640,12 @@ class Rubick(Policy):
                                  min_cpn if min_cpn is not None else 1))
             fitted = self._fit_request(info, snapshot)
             t_ref = self.t_ref(fitted)
-            cands = self._candidates(fitted, snapshot)
+            # the candidates do not depend on the predictor: kept across model versions
+            cands = self._shared_cands.get(fitted)
+            if cands is None:
+                if len(self._shared_cands) > 65_536:
+                    self._shared_cands.clear()
+                cands = self._shared_cands[fitted] = self._candidates(fitted, snapshot)
             speed = {c: self.speed(fitted, c, c_curve, t_ref) for c in cands}
             cands = [c for c in cands if speed[c] > 0]
             if not cands:
@@ -625,6 +733,8 @@ class Rubick(Policy):
         self.overrides = set()
         self._step_cache = {}
         self._donor_cache = {}
+        self._donor_content = {}
+        self._cpu_memo = {}
         self._observe(snapshot, now_s)
         if not snapshot.jobs:
             return []
@@ -808,12 +918,89 @@ class Rubick(Policy):
             best = max(best, (self.speed(info, a.cand, c, j.jm.t_ref) - s0) / ((c - c0) * a.total))
         return best
 
-    def _node_order(self, state: State, cur: Alloc | None) -> list[str]:
-        """Own nodes first (most owned), then the most free GPUs, then cluster order."""
-        pos = state.pos
-        own = cur.counts() if cur else {}
-        first = sorted(own, key=lambda n: (-own[n], -len(state.nodes[n].free_gpus), pos[n]))
-        return first + [n for n in state.free_index.by_most(empty=True) if n not in own]
+    def _walk(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job], j: _Job,
+              own: dict[str, int], cap: int, urgent_floor: int, privileged: bool, total: int,
+              steals: list[tuple[str, str, float, float, bool]]) -> int:
+        """The node walk of SCHEDULE_JOB (L10-26): gather free GPUs and steal from the lowest
+        donors, node by node up to ``cap``; returns the GPUs gathered (steals appended).
+
+        The order: the job's own nodes (most owned, then most free, then cluster order), then
+        the others by free GPUs at the start of the walk, most first, ties in cluster order.
+        Nodes that had no free GPU at the start come last in cluster order; most of them change
+        nothing (no free GPU, no donor with a lower slope), so they are found with array
+        operations over the free counts and the donor slopes of the pass (``State.dsig``)
+        instead of one by one: a node is visited whenever the one-by-one walk would have done
+        more than read a cached answer there."""
+        pos, nodes = state.pos, state.nodes
+        first = sorted(own, key=lambda n: (-own[n], -len(nodes[n].free_gpus), pos[n]))
+        free0 = state.free_arr
+        busy = free0 == 0  # the last part of the walk: nodes without free GPUs, cluster order
+        positive = np.flatnonzero(free0 > 0)
+        positive = positive[np.argsort(-free0[positive], kind="stable")]
+        for n in own:
+            busy[pos[n]] = False
+        jm = j.jm
+
+        def visit(n: str, total: int) -> int:
+            free_n = len(nodes[n].free_gpus)
+            total += min(free_n, max(0, cap - total))
+            while total < cap:
+                need_urgent = total < urgent_floor
+                sp = jm.sigma_plus(total)
+                if sp <= 0 and not need_urgent:
+                    break
+                donor = self._lowest_donor(snapshot, state, jobs, n, j, privileged)
+                if donor is None:
+                    break
+                djob, step, sigma_minus = donor
+                if not (sp > sigma_minus or need_urgent):
+                    break
+                released = self._apply_step(state, jobs, djob, step, n)
+                steals.append((n, djob, sp, sigma_minus, need_urgent))
+                total += released
+            return total
+
+        for n in first:
+            if total >= cap and own.get(n, 0) == 0:
+                return total
+            total = visit(n, total)
+            if total >= cap:
+                return total
+        names = state.order
+        for i in positive.tolist():
+            n = names[i]
+            if n in own:
+                continue
+            if total >= cap:
+                return total
+            total = visit(n, total)
+            if total >= cap:
+                return total
+        if len(names) <= SMALL_CLUSTER:  # a few nodes: one by one is cheaper than arrays
+            for i in np.flatnonzero(busy).tolist():
+                total = visit(names[i], total)
+                if total >= cap:
+                    break
+            return total
+        dsig = state.dsig[privileged]
+        start = 0
+        while total < cap:
+            need_urgent = total < urgent_floor
+            sp = jm.sigma_plus(total)
+            free = state.free_arr[start:]
+            todo = free > 0
+            if need_urgent:  # any donor, or not asked yet
+                todo |= ~(dsig[start:] == np.inf)
+            elif sp > 0:  # a donor losing less than sp gains, or not asked yet
+                todo |= ~(dsig[start:] >= sp)
+            todo &= busy[start:]
+            hit = np.flatnonzero(todo)
+            if not hit.size:
+                break
+            i = start + int(hit[0])
+            total = visit(names[i], total)
+            start = i + 1
+        return total
 
     def _schedule_job(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
                       j: _Job, *, privileged: bool) -> bool:
@@ -838,29 +1025,9 @@ class Rubick(Policy):
         total = x0
         # Rubick-E/N never take GPUs from other jobs (_lowest_donor finds none), and the walk
         # below then only counts free GPUs: it changes nothing, so they skip it.
-        walk = self._node_order(state, cur) if self.variant not in ("E", "N") else []
-        for n in walk:
-            own_n = own.get(n, 0)
-            if total >= cap and own_n == 0:
-                break
-            free_n = len(state.nodes[n].free_gpus)
-            total += min(free_n, max(0, cap - total))
-            while total < cap:
-                need_urgent = total < urgent_floor
-                sp = jm.sigma_plus(total)
-                if sp <= 0 and not need_urgent:
-                    break
-                donor = self._lowest_donor(snapshot, state, jobs, n, j, privileged)
-                if donor is None:
-                    break
-                djob, step, sigma_minus = donor
-                if not (sp > sigma_minus or need_urgent):
-                    break
-                released = self._apply_step(state, jobs, djob, step, n)
-                steals.append((n, djob, sp, sigma_minus, need_urgent))
-                total += released
-            if total >= cap:
-                break
+        if self.variant not in ("E", "N"):
+            total = self._walk(snapshot, state, jobs, j, own, cap, urgent_floor, privileged,
+                               total, steals)
         # Choose the best configuration that fits what was gathered [L28-32].
         choice = self._best_fit(snapshot, state, j, own, cur)
         state.rollback(mark)
@@ -920,12 +1087,18 @@ class Rubick(Policy):
         info = jm.info
         fits = []
         avail_total = state.free_index.total + sum(own.values())
+        # the embedding depends on the shape only (plans share it): once per shape
+        embs: dict[tuple[Shape | None, int], dict[str, int] | None] = {}
         for c in jm.cands:
             if c.gpus > avail_total:
                 continue
             if j.guaranteed and c.gpus < j.min_gpus:
                 continue
-            emb = embed_free(c.shape, c.gpus, own, state)
+            sk = (c.shape, c.gpus)
+            if sk in embs:
+                emb = embs[sk]
+            else:
+                emb = embs[sk] = embed_free(c.shape, c.gpus, own, state)
             if emb is None:
                 continue
             fits.append((jm.speed[c], c, emb))
@@ -935,8 +1108,11 @@ class Rubick(Policy):
         # 1% flatness: the fewest GPUs within 1% of the best, then the faster, then plan order
         fits.sort(key=lambda f: (f[0] < (1 - EPS_FLAT) * best_s, f[1].gpus, -f[0],
                                  plan_order(f[1].plan) if f[1].plan else 0))
+        own_cpu = dict(cur.cpus) if cur else {}
+        own_mem = dict(cur.mem) if cur else {}
+        c_maxes: dict[int, int] = {}  # by embedding (fits of one shape share it)
         for _, c, emb in fits:
-            cpg = self._choose_cpus(state, j, c, emb, own, cur)
+            cpg = self._choose_cpus(state, j, c, emb, own, cur, own_cpu, c_maxes)
             if cpg is None:
                 continue
             if j.guaranteed and info is not None and self.speed(
@@ -944,7 +1120,7 @@ class Rubick(Policy):
                 continue  # within 1% of the best is not enough for a guarantee
             if info is not None and c.plan is not None:
                 ok = all(
-                    state.nodes[n].free_mem + (dict(cur.mem).get(n, 0.0) if cur else 0.0)
+                    state.nodes[n].free_mem + own_mem.get(n, 0.0)
                     >= host_memory_gb(info.model, c.plan, k, c.gpus) - 1e-9
                     for n, k in emb.items())
                 if not ok:
@@ -953,13 +1129,18 @@ class Rubick(Policy):
         return None
 
     def _choose_cpus(self, state: State, j: _Job, c: Cand, emb: dict[str, int],
-                     own: dict[str, int], cur: Alloc | None) -> int | None:
+                     own: dict[str, int], cur: Alloc | None, own_cpu: dict[str, int],
+                     c_maxes: dict[int, int]) -> int | None:
         """CPUs per GPU: the fewest within 1% of the best the free (and own) CPUs allow;
         at least the job's floor. Non-offload plans are CPU-insensitive, so they get the
-        floor (1 per GPU for best-effort jobs [A5])."""
+        floor (1 per GPU for best-effort jobs [A5]). ``own_cpu``: the job's CPUs per node
+        (``cur``'s); ``c_maxes``: the CPUs per GPU each embedding allows, by ``id(emb)``
+        (filled here; the state must not change while it is in use)."""
         info = j.jm.info
-        own_cpu = dict(cur.cpus) if cur else {}
-        c_max = min((state.nodes[n].free_cpus + own_cpu.get(n, 0)) // k for n, k in emb.items())
+        c_max = c_maxes.get(id(emb))
+        if c_max is None:
+            c_max = c_maxes[id(emb)] = min(
+                (state.nodes[n].free_cpus + own_cpu.get(n, 0)) // k for n, k in emb.items())
         floor = max(1, j.min_cpg if j.guaranteed else 1)
         if info is None:
             need_total = j.view.spec.num_cpus or c.gpus
@@ -974,7 +1155,17 @@ class Rubick(Policy):
         if c.plan is None or not c.plan.offload:
             return floor
         cap_c = max(floor, min(c_max, 16))
-        speeds = [(cc, self.speed(info, c, cc, j.jm.t_ref)) for cc in range(floor, cap_c + 1)]
+        # a function of the job model, the plan and the range (predictions are fixed within a
+        # pass): memoised for the pass
+        key = (id(j.jm), c, floor, cap_c)
+        got = self._cpu_memo.get(key)
+        if got is None:
+            got = self._cpu_memo[key] = self._cpus_in(info, c, j.jm.t_ref, floor, cap_c)
+        return got
+
+    def _cpus_in(self, info: JobInfo, c: Cand, t_ref: float, floor: int, cap_c: int) -> int:
+        """The fewest CPUs per GPU in [floor, cap_c] within 1% of the best there."""
+        speeds = [(cc, self.speed(info, c, cc, t_ref)) for cc in range(floor, cap_c + 1)]
         best = max(s for _, s in speeds)
         for cc, s in speeds:
             if s >= (1 - EPS_FLAT) * best:
@@ -1011,12 +1202,24 @@ class Rubick(Policy):
         the node and their allocations (steps are cached by allocation), the receiver if it
         is there, and ``privileged``; the walk asks for every node once per job."""
         rid = receiver.view.job_id
-        key = (node, state.version[node], privileged,
-               rid if rid in state.nodes[node].jobs else None)
-        if key in self._donor_cache:
-            return self._donor_cache[key]
-        got = self._lowest_donor_uncached(snapshot, state, jobs, node, receiver, privileged)
-        self._donor_cache[key] = got
+        on_node = state.nodes[node].jobs
+        here = rid in on_node
+        key = (node, state.version[node], privileged, rid if here else None)
+        got = self._donor_cache.get(key, _MISS)
+        if got is _MISS:
+            # a node often comes back to an earlier content (a job's walk steals, is rolled
+            # back, then re-takes the same steps): the answer is keyed by content too
+            alloc = state.alloc
+            content = (node, privileged, rid if here else None,
+                       frozenset([(d, alloc[d]) for d in on_node]))
+            got = self._donor_content.get(content, _MISS)
+            if got is _MISS:
+                got = self._lowest_donor_uncached(snapshot, state, jobs, node, receiver,
+                                                  privileged)
+                self._donor_content[content] = got
+            self._donor_cache[key] = got
+        if not here:  # the receiver-independent answer: filed for the walk's skipping
+            state.dsig[privileged][state.pos[node]] = math.inf if got is None else got[2]
         return got
 
     def _lowest_donor_uncached(
@@ -1075,17 +1278,18 @@ class Rubick(Policy):
             return None
         options = []
         if not d.jm.rigid:
+            # prefer keeping GPUs off `node`: give it the lowest priority
+            pref = {n: k for n, k in reduced.items() if n != node}
+            # (embed compares positions of ``reduced``'s nodes only: their order suffices)
+            order = sorted((n for n in reduced if n != node), key=state.pos.__getitem__)
+            order.append(node)
             for c in d.jm.cands:
                 if c.gpus >= x or c.gpus < floor:
                     continue
                 s = self.speed(d.jm.info, c, a.cpus_per_gpu, d.jm.t_ref)  # type: ignore[arg-type]
                 if d.guaranteed and s < 1.0 - self.sla_margin - 1e-9:
                     continue
-                # prefer keeping GPUs off `node`: give it the lowest priority
-                pref = {n: k for n, k in reduced.items() if n != node}
-                # (embed compares positions of ``reduced``'s nodes only: their order suffices)
-                order = sorted((n for n in reduced if n != node), key=state.pos.__getitem__)
-                emb = embed(c.shape, c.gpus, reduced, pref, [*order, node])
+                emb = embed(c.shape, c.gpus, reduced, pref, order)
                 if emb is not None:
                     options.append((s, c, emb))
         if options:
@@ -1174,46 +1378,29 @@ class Rubick(Policy):
             self._minres = {k: v for k, v in self._minres.items() if k in jobs}
             self.guaranteed = {k: v for k, v in self.guaranteed.items() if k in jobs}
         # Order so every placement's GPUs are free when applied; break cycles by preempting.
-        held: dict[tuple[str, int], str] = {}
-        owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
-
-        def hold(slot: tuple[str, int], jid: str) -> None:
-            prev = held.get(slot)
-            if prev is not None:
-                owned[prev].discard(slot)
-            held[slot] = jid
-            owned.setdefault(jid, set()).add(slot)
-
-        def release(jid: str) -> None:
-            for slot in owned.pop(jid, ()):
-                del held[slot]
-
+        holds = SlotHolds()
         for jid, j in jobs.items():
             a = before.get(jid)
             if a is not None and j.view.state is JobState.RUNNING:
                 for n, g in a.gpus:
                     for i in g:
-                        hold((n, i), jid)
+                        holds.hold((n, i), jid)
         out: list[Action] = list(preempts)
         for act in preempts:
-            release(act.job_id)
+            holds.release(act.job_id)
         todo = list(moves)
         while todo:
             progressed = False
             for item in list(todo):
                 jid, new, settings, running = item
-                slots = [(n, i) for n, g in new.gpus for i in g]
-                if all(held.get(s) in (None, jid) for s in slots):
-                    release(jid)
-                    for s in slots:
-                        hold(s, jid)
+                if holds.take([(n, i) for n, g in new.gpus for i in g], jid):
                     out.append(self._place_action(jobs[jid], new, settings, running))
                     todo.remove(item)
                     progressed = True
             if not progressed:
                 jid = todo[0][0]
                 out.append(Preempt(job_id=jid, reason="rubick: break a placement cycle"))
-                release(jid)
+                holds.release(jid)
                 todo[0] = (jid, todo[0][1], todo[0][2], False)
         return out
 

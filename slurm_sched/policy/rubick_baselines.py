@@ -61,7 +61,7 @@ from slurm_sched.perf.rubick_model import (
 )
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import CountIndex
-from slurm_sched.policy.rubick import RESTART_COST_S
+from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster
 
 ROUND_S = 60.0
 #: Sia's configurations on 8-GPU nodes: (nodes, GPUs) (Sia artifact, spec §4.1)
@@ -104,37 +104,21 @@ def _order_actions(snapshot: ClusterSnapshot, preempts: list[str],
                    places: list[tuple[str, Placement, Action]]) -> list[Action]:
     """Preemptions first, then placements ordered so their GPUs are free when applied
     (cycles broken by preempting)."""
-    held: dict[tuple[str, int], str] = {}
-    owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
-
-    def hold(slot: tuple[str, int], jid: str) -> None:
-        prev = held.get(slot)
-        if prev is not None:
-            owned[prev].discard(slot)
-        held[slot] = jid
-        owned.setdefault(jid, set()).add(slot)
-
-    def release(jid: str) -> None:
-        for slot in owned.pop(jid, ()):
-            del held[slot]
-
+    holds = SlotHolds()
     for j in snapshot.jobs:
         if j.placement is not None and j.state is not JobState.PENDING:
             for slot in j.placement.slots():
-                hold(slot, j.job_id)
+                holds.hold(slot, j.job_id)
     out: list[Action] = []
     for jid in preempts:
         out.append(Preempt(job_id=jid, reason="baseline: deallocated"))
-        release(jid)
+        holds.release(jid)
     todo = list(places)
     while todo:
         progressed = False
         for item in list(todo):
             jid, p, act = item
-            if all(held.get(s) in (None, jid) for s in p.slots()):
-                release(jid)
-                for s in p.slots():
-                    hold(s, jid)
+            if holds.take(list(p.slots()), jid):
                 out.append(act)
                 todo.remove(item)
                 progressed = True
@@ -144,7 +128,7 @@ def _order_actions(snapshot: ClusterSnapshot, preempts: list[str],
                 break
             jid = running[0][0]
             out.append(Preempt(job_id=jid, reason="baseline: break a placement cycle"))
-            release(jid)
+            holds.release(jid)
     return out
 
 
@@ -172,11 +156,8 @@ class _Base(Policy):
                if p == plan and sum(s) == gpus and len(set(s)) == 1]
         return [s for _, s in sorted(out)]
 
-    @staticmethod
-    def fits(shape: Shape, sizes: list[int]) -> bool:
-        parts = sorted(shape, reverse=True)
-        return len(parts) <= len(sizes) and all(
-            k <= s for k, s in zip(parts, sizes, strict=False))
+    #: whether a shape embeds into empty nodes of these sizes (descending): Rubick's test
+    fits = staticmethod(_fits_cluster)
 
 
 # =============================================================================== Sia
@@ -602,8 +583,8 @@ class _NodeArrays:
 
     def best_fit_embed(self, shape: Shape | None, gpus: int, demand: tuple[int, float],
                        fair: bool) -> dict[str, int] | None:
-        """:func:`_best_fit_embed` on the usable GPUs of every node (nodes with none left
-        out)."""
+        """:func:`_best_fit_embed_counts` on the usable GPUs of every node (nodes with none
+        left out)."""
         usable = self.usable(demand, fair)
         if shape is None:
             fits = np.flatnonzero(usable >= max(gpus, 1))
@@ -632,37 +613,11 @@ class _NodeArrays:
         return out
 
 
-def _best_fit_embed(shape: Shape | None, gpus: int, avail: dict[str, int], order: list[str]
-                    ) -> dict[str, int] | None:
-    """Best fit: nodes with the fewest usable GPUs that still hold a part."""
-    pos = {n: i for i, n in enumerate(order)}
-    if shape is None:
-        fits = [n for n in avail if avail[n] >= gpus]
-        if fits:
-            return {min(fits, key=lambda n: (avail[n], pos[n])): gpus}
-        out, need = {}, gpus
-        for n in sorted(avail, key=lambda n: (-avail[n], pos[n])):
-            take = min(avail[n], need)
-            out[n] = take
-            need -= take
-            if need == 0:
-                return out
-        return None
-    out = {}
-    used: set[str] = set()
-    for k in sorted(shape, reverse=True):
-        fits = [n for n in avail if n not in used and avail[n] >= k]
-        if not fits:
-            return None
-        n = min(fits, key=lambda n: (avail[n], pos[n]))
-        out[n] = k
-        used.add(n)
-    return out
-
-
 def _best_fit_embed_counts(shape: Shape | None, gpus: int, counts: CountIndex
                            ) -> dict[str, int] | None:
-    """:func:`_best_fit_embed` on every node's free GPU count, through the index."""
+    """Best fit on every node's free GPU count, through the index: each part (largest
+    first) on the node with the fewest GPUs that still holds it, first in cluster order; a
+    rigid job (``shape`` None) on one such node, else over the nodes with the most free GPUs."""
     if shape is None:
         n = counts.best_fit(gpus)
         if n is not None:

@@ -631,3 +631,119 @@ def test_indexed_embeddings_match_embed(seed):
         counts = CountIndex({n: len(state.nodes[n].free_gpus) for n in names})
         plain = {n: len(state.nodes[n].free_gpus) for n in names}
         assert _best_fit_embed_counts(shape, g, counts) == embed(shape, g, plain, {}, names)
+
+
+# ------------------------------------------------------------------ scale paths (issue #10)
+def _walk_one_by_one(self, snapshot, state, jobs, j, own, cap, urgent_floor, privileged, total,
+                     steals):
+    """The node walk as first written: every node in order, asking each for a donor."""
+    pos = state.pos
+    first = sorted(own, key=lambda n: (-own[n], -len(state.nodes[n].free_gpus), pos[n]))
+    walk = first + [n for n in state.free_index.by_most(empty=True) if n not in own]
+    jm = j.jm
+    for n in walk:
+        own_n = own.get(n, 0)
+        if total >= cap and own_n == 0:
+            break
+        free_n = len(state.nodes[n].free_gpus)
+        total += min(free_n, max(0, cap - total))
+        while total < cap:
+            need_urgent = total < urgent_floor
+            sp = jm._sigma_plus(total)
+            if sp <= 0 and not need_urgent:
+                break
+            donor = self._lowest_donor(snapshot, state, jobs, n, j, privileged)
+            if donor is None:
+                break
+            djob, step, sigma_minus = donor
+            if not (sp > sigma_minus or need_urgent):
+                break
+            released = self._apply_step(state, jobs, djob, step, n)
+            steals.append((n, djob, sp, sigma_minus, need_urgent))
+            total += released
+        if total >= cap:
+            break
+    return total
+
+
+def _lowest_donor_by_version(self, snapshot, state, jobs, node, receiver, privileged):
+    """The donor cache as first written: by the node's version only."""
+    rid = receiver.view.job_id
+    key = (node, state.version[node], privileged,
+           rid if rid in state.nodes[node].jobs else None)
+    if key not in self._donor_cache:
+        self._donor_cache[key] = self._lowest_donor_uncached(snapshot, state, jobs, node,
+                                                             receiver, privileged)
+    return self._donor_cache[key]
+
+
+def _rollback_fresh_versions(self, mark):
+    """Rollback as first written: undone nodes get new version numbers (no cache reuse)."""
+    while len(self.journal) > mark:
+        job_id, old, _ = self.journal.pop()
+        self.set(job_id, old, record=False)
+
+
+def _busy_snapshot(seed: int, nodes: int = 16, pending: int = 160, running: int = 60
+                   ) -> ClusterSnapshot:
+    """A full cluster of known and unknown models, some guaranteed, some running long."""
+    import random
+
+    from slurm_sched.model import JobView
+    from slurm_sched.policy.placement import pack_consolidated
+
+    rng = random.Random(seed)
+    cluster = a800(nodes)
+    free = {n.name: list(range(n.num_gpus)) for n in cluster.nodes}
+    models = ["vit", "roberta", "bert", "t5", "gpt2", "llama7b", "resnet"]
+    now = 30 * 3600.0
+    jobs = []
+    for i in range(running + pending):
+        g = rng.choice([1, 1, 1, 2, 4, 8, 16])
+        attrs = {"guaranteed": rng.random() < 0.3}
+        spec = JobSpec(job_id=f"j{i:04d}", submit_time_s=rng.uniform(0, now - 100), num_gpus=g,
+                       duration_s=rng.uniform(600, 86400), user=rng.choice("abc"),
+                       model=rng.choice(models), iterations=rng.choice([50, 5000]),
+                       attrs=attrs)
+        if i < running:
+            place = pack_consolidated(free, g)
+            if place is None:
+                continue
+            start = rng.uniform(spec.submit_time_s, now - 10)
+            jobs.append(JobView(spec=spec, state=JobState.RUNNING, placement=place,
+                                first_start_s=start, accounted_at_s=now, executed_s=now - start,
+                                work_done_s=min(spec.duration_s * 0.9, now - start), rate=1.0))
+        else:
+            jobs.append(JobView(spec=spec))
+    jobs.sort(key=lambda j: (j.spec.submit_time_s, j.job_id))
+    return ClusterSnapshot(now_s=now, cluster=cluster, jobs=tuple(jobs))
+
+
+@pytest.mark.parametrize("variant", ["full", "R", "E"])
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("small_cluster", [0, 64])
+def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monkeypatch):
+    """The walk's array skipping (``small_cluster`` 0: used on every cluster), version reuse
+    after rollbacks, donor answers by node content and shared per-name prediction tables
+    (issue #10) decide exactly what the one-by-one walk with fresh versions, version-keyed
+    donors and per-model tables decides, over two passes (cold, then after observations and
+    refits)."""
+    from slurm_sched.policy import rubick
+    from slurm_sched.policy.rubick import State
+
+    fast = Rubick(variant=variant)
+    with monkeypatch.context() as m:
+        m.setattr(rubick, "SMALL_CLUSTER", small_cluster)
+        got = [fast.decide(_busy_snapshot(seed), _busy_snapshot(seed).now_s) for _ in range(2)]
+    got_moves = fast.moves
+    with monkeypatch.context() as m:
+        m.setattr(Rubick, "_walk", _walk_one_by_one)
+        m.setattr(State, "rollback", _rollback_fresh_versions)
+        m.setattr(Rubick, "_lowest_donor", _lowest_donor_by_version)
+        plain = Rubick(variant=variant)
+        plain._name_keyed = False
+        want = [plain.decide(_busy_snapshot(seed), _busy_snapshot(seed).now_s)
+                for _ in range(2)]
+    assert got == want
+    assert got_moves == plain.moves
+    assert any(got)
