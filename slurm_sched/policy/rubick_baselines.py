@@ -29,6 +29,7 @@ hints (model, plan, GPUs, CPUs) and never change a job's global batch.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -63,7 +64,12 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import CountIndex
 from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster
 
+log = logging.getLogger(__name__)
+
 ROUND_S = 60.0
+#: Wall-clock limit of one round's allocation MIP (HiGHS); without a solution by then the round
+#: keeps every allocation as it is
+MIP_TIME_LIMIT_S = 10.0
 #: Sia's configurations on 8-GPU nodes: (nodes, GPUs) (Sia artifact, spec §4.1)
 SIA_GPUS = (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
 SIA_P = -0.5
@@ -169,10 +175,14 @@ class Sia(_Base):
     elastic = True
 
     def __init__(self, catalog: MeasuredCatalog | None = None, *,
-                 restart_cost_s: float = RESTART_COST_S, round_s: float = ROUND_S) -> None:
+                 restart_cost_s: float = RESTART_COST_S, round_s: float = ROUND_S,
+                 mip_time_limit_s: float = MIP_TIME_LIMIT_S) -> None:
         super().__init__(catalog)
+        if not mip_time_limit_s > 0:
+            raise ValueError(f"mip_time_limit_s must be > 0, got {mip_time_limit_s!r}")
         self.restart_cost_s = restart_cost_s
         self.round_s = round_s
+        self.mip_time_limit_s = mip_time_limit_s
         self._next_round = 0.0
         self._restarts: dict[str, int] = {}
         #: options by (job info, node sizes): a pure function of them, asked for every job
@@ -261,6 +271,7 @@ class Sia(_Base):
         cols: list[tuple[int, Option]] = []
         cost: list[float] = []
         gpus: list[int] = []
+        keep: list[int] = []  # the column of each job's current option (the no-solution answer)
         for ji, view in enumerate(jobs):
             choices = [(o, tp) for o, tp in opts[view.job_id] if (view.job_id, o) not in banned]
             if not choices:
@@ -279,6 +290,8 @@ class Sia(_Base):
                 change = cur is not None and o != cur
                 if change:
                     g *= r
+                elif cur is not None:
+                    keep.append(len(cols))
                 c = SIA_CLIP if g <= 0 else min(SIA_CLIP, g ** SIA_P)
                 cols.append((ji, o))
                 cost.append(c - SIA_LAMBDA_N + (SIA_LAMBDA_A if change else 0.0))
@@ -300,8 +313,16 @@ class Sia(_Base):
         res = milp(np.array(cost), integrality=np.ones(n),
                    bounds=Bounds(np.zeros(n), np.ones(n)),
                    constraints=LinearConstraint(a, -np.inf, ub),
-                   options={"time_limit": 10.0})
-        x = res.x if res.x is not None else np.zeros(n)
+                   options={"time_limit": self.mip_time_limit_s})
+        if res.x is not None:
+            x = res.x
+        else:
+            # no solution within the time limit (seen with 35,000 options on 8,192 GPUs): keep
+            # every running job as it is and start nothing, rather than preempt them all
+            log.warning("Sia: the allocation MIP found no solution (%s); allocations kept",
+                        res.message)
+            x = np.zeros(n)
+            x[keep] = 1.0
         out = {}
         for k, (ji, o) in enumerate(cols):
             if x[k] > 0.5:

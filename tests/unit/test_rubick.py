@@ -747,3 +747,23 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     assert got == want
     assert got_moves == plain.moves
     assert any(got)
+
+
+def test_sia_keeps_every_allocation_when_its_mip_finds_no_solution(caplog):
+    """At 8,192 GPUs the MIP can run out of time without a solution: the round must not preempt
+    every running job (it did: an empty solution read as "run nothing")."""
+    from slurm_sched.policy.rubick_baselines import Sia
+
+    jobs = [rjob(f"j{i}", "vit", 2, "zero-dp", duration=500.0) for i in range(6)]
+    sim = SimulatedBackend(a800(1), jobs, progress=RubickProgress(), restart_overhead_s=0.0,
+                           max_jobs_per_gpu=1)
+    sim.advance_to(0.0)  # the arrivals
+    assert all(r.ok for r in sim.apply(Sia().decide(sim.snapshot(), 0.0)))
+    snap = sim.snapshot()
+    running = {j.job_id for j in snap.running}
+    assert running and snap.pending  # some run, some wait
+    acts = Sia(mip_time_limit_s=1e-9).decide(snap, snap.now_s)
+    assert "found no solution" in caplog.text
+    assert acts == []  # nothing preempted, changed or started
+    with pytest.raises(ValueError, match="mip_time_limit_s"):
+        Sia(mip_time_limit_s=0)
