@@ -102,6 +102,19 @@ class PairDecision:
         return min(self.t_overlap, self.t_sequential)
 
 
+def overlap_average(d_r: float, d_n: float, xi_r: float, xi_n: float) -> float:
+    """Pair-average JCT from now when R (``d_r`` left alone) and N (``d_n`` alone) run together
+    from now on, slowed by ``xi_r`` / ``xi_n`` until the first finishes (Theorem 1). Every caller
+    uses this one sequence of operations, so equal inputs give bit-identical times."""
+    if xi_r * d_r <= xi_n * d_n:  # R finishes first under overlap (Case 2 at kappa = 0)
+        t_r = xi_r * d_r
+        t_n = t_r + (d_n - t_r / xi_n)
+    else:  # N finishes first (Case 1)
+        t_n = xi_n * d_n
+        t_r = t_n + (d_r - t_n / xi_r)
+    return (t_r + t_n) / 2.0
+
+
 def pair_decision(d_r: float, d_n: float, d_nx: float, xi_r: float, xi_n: float) -> PairDecision:
     """Theorem 1 as "compare full overlap with no overlap" (spec 2.2, mapping A1).
 
@@ -112,13 +125,7 @@ def pair_decision(d_r: float, d_n: float, d_nx: float, xi_r: float, xi_n: float)
         xi_r, xi_n: slow-down factors of R and N while they share.
     Ties (``t_overlap == t_sequential``) do not share.
     """
-    if xi_r * d_r <= xi_n * d_n:  # R finishes first under overlap (Case 2 at kappa = 0)
-        t_r = xi_r * d_r
-        t_n = t_r + (d_n - t_r / xi_n)
-    else:  # N finishes first (Case 1)
-        t_n = xi_n * d_n
-        t_r = t_n + (d_r - t_n / xi_r)
-    t_ov = (t_r + t_n) / 2.0
+    t_ov = overlap_average(d_r, d_n, xi_r, xi_n)
     t_seq = (d_r + (d_r + d_nx)) / 2.0
     return PairDecision(t_ov < t_seq, t_ov, t_seq)
 
@@ -670,13 +677,7 @@ class SjfBsbf(Policy):
             if limit is not None and mem > limit:
                 continue
             xi_r, xi_n = self.xi_pair(app, b, rapp, rb)
-            if xi_r * d_r <= xi_n * d_n:
-                t_r = xi_r * d_r
-                t_n = t_r + (d_n - t_r / xi_n)
-            else:
-                t_n = xi_n * d_n
-                t_r = t_n + (d_r - t_n / xi_r)
-            t_ov = (t_r + t_n) / 2.0
+            t_ov = overlap_average(d_r, d_n, xi_r, xi_n)
             t_seq = (2.0 * d_r + (cand.exclusive_s if exclusive else d_n)) / 2.0
             t = t_ov if t_ov < t_seq else t_seq
             if t <= best_t:
@@ -808,13 +809,7 @@ class SjfBsbf(Policy):
             # best_sharing's loop on the rows that pass MEM_OK, same operations
             best_share, best_b, best_t = False, b0, inf
             for b, d_n, xi_r, xi_n in rows:
-                if xi_r * d_r <= xi_n * d_n:
-                    t_r = xi_r * d_r
-                    t_n = t_r + (d_n - t_r / xi_n)
-                else:
-                    t_n = xi_n * d_n
-                    t_r = t_n + (d_r - t_n / xi_r)
-                t_ov = (t_r + t_n) / 2.0
+                t_ov = overlap_average(d_r, d_n, xi_r, xi_n)
                 t_seq = (2.0 * d_r + (excl if exclusive else d_n)) / 2.0
                 t = t_ov if t_ov < t_seq else t_seq
                 if t <= best_t:
