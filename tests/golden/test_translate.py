@@ -60,7 +60,7 @@ def ctx(
 CASES: list[tuple[str, Action, JobContext]] = [
     ("start, one node", Start(job_id="101", placement=P({"a100-1": [0, 1]})), ctx("101")),
     (
-        "start, fresh job under its lease: the node list, then the go (StartTime=now)",
+        "start, fresh job under its lease: the node list and StartTime=now, nothing else",
         Start(job_id="121", placement=P({"a100-1": [0, 1]})),
         JobContext(
             "121",
@@ -110,7 +110,7 @@ CASES: list[tuple[str, Action, JobContext]] = [
         ctx("104", "", "gres:gpu:4"),
     ),
     (
-        "start, held by requeuehold (begin time ahead): pin, go (StartTime=now), then release",
+        "start, held by requeuehold (begin time ahead): pin with StartTime=now, then release",
         Start(job_id="105", placement=P({"v100-1": [3]})),
         ctx("105", "gres:gpu:1", held=True),
     ),
