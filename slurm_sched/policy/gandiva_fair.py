@@ -71,6 +71,7 @@ Deviations (see ``docs/reproductions/gandiva-fair.md``)
 
 from __future__ import annotations
 
+import abc
 import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
@@ -166,7 +167,7 @@ class _Held:
         return self.share >= 1.0 - _EPS
 
 
-class _ServerIndex:
+class _ServerIndex(abc.ABC):
     """Entries per server of one list of servers, kept in one sorted list during admission;
     a server whose loads changed (:meth:`touch`) is re-filed at the next query."""
 
@@ -185,8 +186,9 @@ class _ServerIndex:
             admit.watchers.setdefault(n.name, []).append(self)
         self.sorted.sort()
 
+    @abc.abstractmethod
     def _entries(self, n: Node) -> list[tuple]:
-        raise NotImplementedError
+        """The sorted-list entries of server ``n`` as it is now."""
 
     def _avail(self, n: Node) -> list[tuple[float, int, int]]:
         """(load, jobs, GPU index) of the server's GPUs under the capacity, by index (shared

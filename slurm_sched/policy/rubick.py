@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -393,20 +393,9 @@ def embed_free(shape: Shape | None, gpus: int, own: dict[str, int], state: State
         other = index.best_fit(gpus, own)
         if other is not None:
             return {other: gpus}
-        out: dict[str, int] = {}
-        need = gpus
         held = sorted(own, key=lambda n: (-own[n], -avail(n), pos[n]))
-        for n in held + [n for n in index.by_most() if n not in own]:
-            a = avail(n)
-            if a <= 0:
-                continue
-            take = min(a, need)
-            out[n] = take
-            need -= take
-            if need == 0:
-                return out
-        return None
-    out = {}
+        return fill_in_order(held + [n for n in index.by_most() if n not in own], avail, gpus)
+    out: dict[str, int] = {}
     used: set[str] = set()
     for k in sorted(shape, reverse=True):
         mine = [n for n in own if n not in used and avail(n) >= k]
@@ -420,6 +409,24 @@ def embed_free(shape: Shape | None, gpus: int, own: dict[str, int], state: State
         out[n] = k
         used.add(n)
     return out
+
+
+def fill_in_order(order: Iterable[str], avail: Callable[[str], int], gpus: int
+                  ) -> dict[str, int] | None:
+    """``gpus`` spread over the nodes in ``order``, each giving all it has (``avail``) until
+    the need is met; None when they do not hold enough."""
+    out: dict[str, int] = {}
+    need = gpus
+    for n in order:
+        a = avail(n)
+        if a <= 0:
+            continue
+        take = min(a, need)
+        out[n] = take
+        need -= take
+        if need == 0:
+            return out
+    return None
 
 
 class _Skip:

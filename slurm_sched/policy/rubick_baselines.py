@@ -62,7 +62,7 @@ from slurm_sched.perf.rubick_model import (
 )
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import CountIndex
-from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster
+from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster, fill_in_order
 
 log = logging.getLogger(__name__)
 
@@ -643,15 +643,8 @@ def _best_fit_embed_counts(shape: Shape | None, gpus: int, counts: CountIndex
         n = counts.best_fit(gpus)
         if n is not None:
             return {n: gpus}
-        out, need = {}, gpus
-        for n in counts.by_most():
-            take = min(counts[n], need)
-            out[n] = take
-            need -= take
-            if need == 0:
-                return out
-        return None
-    out = {}
+        return fill_in_order(counts.by_most(), counts.__getitem__, gpus)
+    out: dict[str, int] = {}
     used: set[str] = set()
     for k in sorted(shape, reverse=True):
         n = counts.best_fit(k, used)

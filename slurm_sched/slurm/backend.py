@@ -15,8 +15,7 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
 - Fail-open lease (``slurm_sched/service/lease.py``): managed jobs are not held; the submit
   plugin sets their begin time a lease ahead, and every fresh snapshot pushes
   ``StartTime=now+lease_s`` on each pending managed job whose lease is due (one ``scontrol``
-  batch). A Start is the pin, then ``StartTime=now`` (the go). Once nobody renews, Slurm starts
-  the jobs.
+  batch). A Start is the pin with ``StartTime=now``. Once nobody renews, Slurm starts the jobs.
 - Slurm is eventually consistent: after a pin a job needs ~0.4-1 s to be RUNNING. Between
   ``apply`` and that moment the snapshot shows the job RUNNING on the placement asked for (an
   *intent*), so no policy books those GPUs twice; once Slurm reports the job, its real
@@ -86,7 +85,7 @@ from slurm_sched.slurm.translate import (
     Stage,
     TranslateError,
     Translation,
-    go_cmd,
+    start_now_cmd,
     translate,
 )
 
@@ -636,7 +635,7 @@ class SlurmBackend(ClusterBackend):
         for k, job in enumerate(jobs):
             stages: list[Stage] = []
             if job.eligible_time_s > now or job.eligible_time_s <= 0:
-                stages.append((go_cmd(job.job_id),))
+                stages.append((start_now_cmd(job.job_id),))
             if job.held:
                 stages.append((Cmd(("scontrol", "release", job.job_id)),))
             items.append((k, tuple(stages)))

@@ -282,7 +282,8 @@ class CommandRunner:
         per_line = _attribute(texts, res.stdout)
         if per_line is None or len(per_line) < len(lines):
             # unattributable output, or scontrol stopped early: a line that ran must not run
-            # twice (a second go fails with "no longer pending"), so only unreached lines re-run
+            # twice (a second StartTime=now fails with "no longer pending" although the first
+            # one started the job), so only the lines it did not reach are re-run
             self.batch_fallbacks += 1
             done = 0 if per_line is None else len(per_line)
             log.warning(

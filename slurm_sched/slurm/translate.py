@@ -160,7 +160,7 @@ def _sc(*argv: str) -> Cmd:
     return Cmd(("scontrol", *argv))
 
 
-def go_cmd(job_id: str) -> Cmd:
+def start_now_cmd(job_id: str) -> Cmd:
     """``update JobId=X StartTime=now``: lets Slurm start a job at once (hand-overs)."""
     return _sc("update", f"JobId={job_id}", "StartTime=now")
 
