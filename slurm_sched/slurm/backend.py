@@ -1067,7 +1067,10 @@ class SlurmBackend(ClusterBackend):
                 self._request(job, view.spec),
                 held=job.held,
                 active=False,
-                node_count=job.node_count,
+                # NumNodes is left out of the pin only when Slurm's min AND max are that count:
+                # with a larger max (``-N 1-4``, or a count unknown after a requeue) Slurm may add
+                # nodes to the pinned ones (a 2-GPU job ran on 2 nodes x 2 GPUs that way)
+                node_count=job.node_count if job.max_nodes == job.node_count else None,
                 tres_per_node=job.tres_per_node,
                 tres_per_job=job.tres_per_job,
                 # a held job past its begin time starts with the release alone

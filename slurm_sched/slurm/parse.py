@@ -384,7 +384,11 @@ class SlurmJob:
     pre_sus_time_s: float
     time_limit_s: float | None
     restart_cnt: int
+    #: nodes it holds (running) or asks for (pending, from ``tres_req_str``: after a requeue
+    #: Slurm's ``node_count`` keeps the last run's count, even over a later ``NumNodes`` update)
     node_count: int
+    #: the most nodes Slurm may give it; 0 = not known (Slurm reports 0 once a job has run)
+    max_nodes: int
     nodes: tuple[str, ...]
     required_nodes: tuple[str, ...]
     features: str
@@ -444,6 +448,23 @@ def _num(value: Any, default: float = 0.0) -> float:
         return float(value)
     except (TypeError, ValueError):
         return default
+
+
+def _requested_nodes(j: Mapping[str, Any]) -> int:
+    """The job's node count: allocated when it runs, else the ``node=`` of ``tres_req_str``.
+
+    A requeued job's ``node_count`` (and ``scontrol show job``'s NumNodes) stays at its last
+    run's count even after ``update NumNodes=2-2`` (checked on 22.05.8); ``tres_req_str``
+    follows the update.
+    """
+    count = int(_num(j.get("node_count"), 1))
+    if str(j.get("job_state") or "").upper() != "PENDING":
+        return count
+    for item in str(j.get("tres_req_str") or "").split(","):
+        name, _, value = item.partition("=")
+        if name == "node" and value.isdigit() and int(value) > 0:
+            return int(value)
+    return count
 
 
 def parse_gres_detail(nodes: Sequence[str], detail: Sequence[str]) -> tuple[NodeAlloc, ...]:
@@ -507,7 +528,8 @@ def parse_job(j: Mapping[str, Any]) -> SlurmJob:
         pre_sus_time_s=_num(j.get("pre_sus_time")),
         time_limit_s=limit_min * 60.0 if limit_min > 0 else None,
         restart_cnt=int(_num(j.get("restart_cnt"))),
-        node_count=int(_num(j.get("node_count"), 1)),
+        node_count=_requested_nodes(j),
+        max_nodes=int(_num(j.get("max_nodes"))),
         nodes=tuple(nodes),
         required_nodes=tuple(expand_hostlist(str(j.get("required_nodes") or ""))),
         features=str(j.get("features") or ""),

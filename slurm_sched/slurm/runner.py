@@ -162,6 +162,8 @@ class CommandRunner:
         self, argv: Sequence[str], stdin: str | None = None, merge_stderr: bool = False
     ) -> CommandResult:
         self.calls += 1
+        # DEBUG shows every command Slurm gets: what an admin needs to retrace an action
+        log.debug("run %s%s", shlex.join(argv), f" <<< {stdin!r}" if stdin else "")
         t0 = time.monotonic()
         try:
             proc = subprocess.run(

@@ -254,6 +254,37 @@ def test_preempt_of_a_pinned_job_not_started_yet_gives_it_a_lease_again(tmp_path
     assert backend.snapshot().job("60").state is JobState.PENDING
 
 
+def test_pin_sets_numnodes_unless_slurm_holds_the_job_to_exactly_that_count(
+    tmp_path: Path,
+) -> None:
+    """A requeued job (Slurm's max_nodes 0: unknown) last pinned to 2 nodes, now asked onto
+    one: without ``NumNodes=1-1`` Slurm keeps min 2 and adds a node to the pinned one (seen in
+    the integration suite: a 2-GPU job ran as 2 nodes x 2 GPUs)."""
+    pending = {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+               "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:2",
+               "gres_detail": [], "job_resources": None}  # fmt: skip
+    doc = squeue_with(
+        ("61", {**pending, "restart_cnt": 1, "node_count": 1, "max_nodes": 0,
+                "tres_per_node": "gres:gpu:1", "tres_req_str": "cpu=2,node=2"}),
+        ("62", {**pending, "node_count": 1, "max_nodes": 1, "tres_req_str": "cpu=1,node=1"}),
+        ("63", {**pending, "node_count": 1, "max_nodes": 4, "tres_req_str": "cpu=1,node=1"}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    results = backend.apply(
+        [Start(job_id=j, placement=Placement.of({n: g}))
+         for j, n, g in (("61", "v100-2", [1, 2]), ("62", "a100-1", [2, 3]),
+                         ("63", "a100-2", [1, 3]))]
+    )  # fmt: skip
+    assert all(r.ok for r in results), results
+    assert (
+        "update JobId=61 NodeList=v100-2 NumNodes=1-1 StartTime=now TresPerNode=gres:gpu:2"
+        in runner.lines
+    )
+    assert "update JobId=62 NodeList=a100-1 StartTime=now" in runner.lines  # -N 1: nothing to set
+    assert "update JobId=63 NodeList=a100-2 NumNodes=1-1 StartTime=now" in runner.lines  # -N 1-4
+
+
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path, dry_run=True)
     backend.snapshot()

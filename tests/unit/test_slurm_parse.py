@@ -178,6 +178,19 @@ def test_suspended_and_requeued_jobs(jobs: dict[str, Any]) -> None:
     assert (r.state, r.held, r.restart_cnt, r.alloc) == ("PENDING", True, 1, ())
 
 
+def test_node_count_of_a_requeued_job_follows_its_numnodes_update() -> None:
+    """22.05.8 keeps a requeued job's node_count at its last run's count after ``update
+    NumNodes=2-2``; only ``tres_req_str`` shows the new request (seen on the mini cluster)."""
+    doc = load("squeue_mixed.json")
+    [rec] = [j for j in doc["jobs"] if j["job_id"] == 33]
+    rec.update({"node_count": 1, "max_nodes": 0, "tres_req_str": "cpu=2,mem=2G,node=2,billing=2"})
+    [j] = [j for j in parse_squeue(doc) if j.job_id == "33"]
+    assert (j.node_count, j.max_nodes) == (2, 0)
+    rec["job_state"] = "RUNNING"  # a running job's count is what it holds
+    [j] = [j for j in parse_squeue(doc) if j.job_id == "33"]
+    assert j.node_count == 1
+
+
 def test_finished_and_foreign_jobs(jobs: dict[str, Any]) -> None:
     done = jobs["34"]
     assert done.final and done.state == "COMPLETED" and not done.holds_resources

@@ -6,6 +6,11 @@ Recorded from the mini cluster (``slurm_sched/slurm/cluster.sh``, Slurm 22.05.8)
     squeue --json > /tmp/squeue.json && sinfo --json > /tmp/sinfo.json
     python tests/golden/slurm/trim.py /tmp/squeue.json > tests/golden/slurm/squeue_mixed.json
     python tests/golden/slurm/trim.py /tmp/sinfo.json > tests/golden/slurm/sinfo.json
+
+``max_nodes`` and ``tres_req_str`` were added to ``squeue_mixed.json`` after it was recorded,
+with the values 22.05.8 reports for such jobs (checked on the mini cluster): ``max_nodes`` is
+the ``-N`` maximum while a job has never run and 0 once it has; ``tres_req_str`` carries
+``node=<count>``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ JOB_KEYS = (
     "partition",
     "nodes",
     "node_count",
+    "max_nodes",
+    "tres_req_str",
     "required_nodes",
     "excluded_nodes",
     "features",
