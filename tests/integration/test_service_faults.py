@@ -329,7 +329,16 @@ def test_slurmctld_restart_mid_run_daemon_survives_and_every_job_finishes(
         wait_for(lambda: metric(port, "slurm_sched_actions_total") >= 8, 30, "first starts")
         slurm_cluster.stop_ctld()
         ctld_down = True
-        time.sleep(8)
+        down_at = time.monotonic()
+        # Slurm's clients retry a dead controller for ~9 s (squeue then prints JSON with an
+        # error) and succeed if it comes back meanwhile: stay down until the daemon has seen
+        # the outage, and at least 8 s
+        wait_for(
+            lambda: metric(port, "slurm_sched_errors_total") >= 1,
+            60,
+            "a failed cycle while slurmctld is down",
+        )
+        time.sleep(max(0.0, 8 - (time.monotonic() - down_at)))
         assert d.alive, d.logs()[-3000:]
         slurm_cluster.start_ctld()
         ctld_down = False
