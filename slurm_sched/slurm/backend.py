@@ -105,6 +105,10 @@ REQUEUE_GRACE_S = 1.5
 #: After slurmctld did not answer, read sinfo with every fresh squeue for this long (seconds):
 #: its GPU accounting may have leaked (see SlurmBackend._update_phantoms)
 EAGER_SINFO_S = 120.0
+#: A GPU shared by several shard jobs, one of which is expected to end within this many seconds,
+#: is not relied on to stay busy in Slurm's view while a new start is pending: Slurm 22.05.8
+#: drops the whole GPU's shard usage when one of them ends (see SlurmBackend._check_slurm_view)
+SHARD_END_RISK_S = 30.0
 #: Translation note: a Preempt of a job pinned but not started yet takes the start back (its begin
 #: time goes a lease ahead again)
 UNSTART = "unstart"
@@ -1239,6 +1243,32 @@ class SlurmBackend(ClusterBackend):
                     "holds it (Slurm 22.05 loses shard usage when a co-located shard job ends); "
                     f"job {jid} would be put there"
                 )
+        # Slurm allocates the pinned job a moment later (its next scheduling pass, ~0.4 s, more
+        # under load): a shared GPU whose partner ends in between looks free by then and would
+        # be picked if its index is lower (seen in the integration suite: an exclusive job on a
+        # GPU that still ran a shard job). Wait until that GPU's sharing is over.
+        ending = self._shard_gpus_ending(node, own)
+        for g in sorted(set(free) | set(ending))[: len(gpus)]:
+            if g in ending:
+                raise ActionRejected(
+                    f"GPU {node}:{g} is shared by {','.join(self._holders[(node, g)])} and "
+                    f"{ending[g]} ends within {SHARD_END_RISK_S:.0f}s: Slurm 22.05 would then "
+                    f"count the GPU as free and could give it to job {jid}; retry"
+                )
+
+    def _shard_gpus_ending(self, node: str, own: set[Slot]) -> dict[int, str]:
+        """GPUs of ``node`` shared by 2+ jobs -> a sharing job expected to end soon."""
+        now = self.clock()
+        out: dict[int, str] = {}
+        for (n, g), holders in self._holders.items():
+            if n != node or len(holders) < 2 or (n, g) in own or (n, g) in self._exclusive:
+                continue
+            for h in holders:
+                view = self._views.get(h)
+                if view is not None and view.remaining_s(now) <= SHARD_END_RISK_S:
+                    out[g] = h
+                    break
+        return out
 
     def _check_share(self, jid: str, slot: Slot) -> int:
         """The GPU index on ``slot``'s node where Slurm will put a sharing (1-shard) job."""
@@ -1250,7 +1280,19 @@ class SlurmBackend(ClusterBackend):
         # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
         for idx in range(self.cluster.by_name[node].num_gpus):
             s = (node, idx)
-            if s in self._exclusive or spg - self._shard_use.get(s, 0) < need:
+            if s in self._exclusive:
+                # Slurm allocates the pins of one moment in its own order: while an exclusive
+                # start below is pinned but not allocated, that GPU is empty in Slurm's view and
+                # this shard would go there (then the exclusive job takes other GPUs, maybe one
+                # whose shard usage Slurm has lost)
+                flying = [h for h in self._holders.get(s, []) if self._in_flight(h)]
+                if flying:
+                    raise ActionRejected(
+                        f"job {','.join(flying)} is pinned to GPU {node}:{idx} but not started "
+                        f"yet; Slurm could put job {jid}'s shard there first; retry"
+                    )
+                continue
+            if spg - self._shard_use.get(s, 0) < need:
                 continue
             if idx == g:
                 return g
@@ -1263,6 +1305,13 @@ class SlurmBackend(ClusterBackend):
             self._shareable(jid, s, other)
             return idx  # another GPU with room for one more job: shared there instead
         raise ActionRejected(f"no free shard on GPU {node}:{g}")
+
+    def _in_flight(self, jid: str) -> bool:
+        """Pinned by this backend (in this call or before) and not running in Slurm yet."""
+        if jid not in self._intents:
+            return False
+        job = self._slurm.get(jid)
+        return job is None or job.state in _PENDING_STATES
 
     def _shareable(self, jid: str, slot: Slot, holders: list[str]) -> None:
         node, g = slot

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from slurm_sched.errors import BackendUnavailableError
-from slurm_sched.model import JobState, Placement, Preempt, Start
+from slurm_sched.model import JobState, Placement, Preempt, Share, Start
 from slurm_sched.slurm.backend import SlurmBackend
 from tests.contract.recorded import NOW, FakeRunner, recorded, squeue_with
 
@@ -283,6 +283,65 @@ def test_pin_sets_numnodes_unless_slurm_holds_the_job_to_exactly_that_count(
     )
     assert "update JobId=62 NodeList=a100-1 StartTime=now" in runner.lines  # -N 1: nothing to set
     assert "update JobId=63 NodeList=a100-2 NumNodes=1-1 StartTime=now" in runner.lines  # -N 1-4
+
+
+def test_start_waits_while_a_shared_gpu_below_it_may_look_free_to_slurm(tmp_path: Path) -> None:
+    """a100-2:0 runs shard jobs 31 and 39; 28 (2 GPUs) would get a100-2:1,3. If 39 ends before
+    Slurm allocates 28, Slurm 22.05.8 drops GPU 0's shard usage and gives 28 GPUs 0,1 (GPU 0
+    still runs 31): so the start waits while 39 is about to end."""
+    started = recorded("squeue_mixed.json")
+    [rec] = [j for j in started["jobs"] if j["job_id"] == 39]
+    hint = '{"v":1,"duration_s":%d}'
+    ends_soon = squeue_with(("39", {"comment": hint % (NOW - rec["start_time"] + 5)}))
+    backend, runner = make(ends_soon, tmp_path)
+    backend.snapshot()
+    [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-2": [1, 3]}))])
+    assert not r.ok and "a100-2:0 is shared by" in (r.error or ""), r
+    assert not any(line.startswith("update JobId=28") for line in runner.lines)
+    # an hour left: no reason to wait
+    backend, runner = make(started, tmp_path / "later")
+    backend.snapshot()
+    [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-2": [1, 3]}))])
+    assert r.ok, r.error
+
+
+def test_share_waits_while_an_exclusive_start_below_it_is_not_allocated(tmp_path: Path) -> None:
+    """Job 64 is pinned to a100-2:0,1 and job 65 would join 31 on a100-2:3 in the same call.
+    Slurm allocates the two in its own order: if 65 comes first, GPUs 0 and 1 are empty in its
+    view and the shard goes to GPU 0 (seen in the integration suite), so the Share waits."""
+    pending = {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+               "eligible_time": NOW + 100, "gres_detail": [], "job_resources": None,
+               "node_count": 1, "max_nodes": 1, "tres_req_str": "cpu=1,node=1", "comment": ""}
+    doc = squeue_with(
+        ("31", {"gres_detail": ["shard:a100:3(IDX:3)"]}),
+        ("64", {**pending, "tres_per_node": "gres:gpu:2"}),
+        ("65", {**pending, "tres_per_node": "gres:shard:1"}),
+        drop=["39"],
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path, max_jobs_per_gpu=2)
+    [a100_2] = [n for n in runner.sinfo["nodes"] if n["name"] == "a100-2"]
+    a100_2["gres_used"] = "gpu:a100:1(IDX:2),shard:a100:3(IDX:3)"
+    backend.snapshot()
+    start, share = backend.apply(
+        [Start(job_id="64", placement=Placement.of({"a100-2": [0, 1]})),
+         Share(job_id="65", placement=Placement.of({"a100-2": [3]}))]
+    )  # fmt: skip
+    assert start.ok, start.error
+    assert not share.ok and "pinned to GPU a100-2:0 but not started yet" in (share.error or "")
+    # once Slurm runs 64 there, the Share goes through
+    doc = squeue_with(
+        ("31", {"gres_detail": ["shard:a100:3(IDX:3)"]}),
+        ("64", {**pending, "job_state": "RUNNING", "state_reason": "None", "nodes": "a100-2",
+                "gres_detail": ["gpu:2(IDX:0-1)"], "tres_per_node": "gres:gpu:2",
+                "job_resources": {"nodes": "a100-2",
+                                  "allocated_nodes": [{"nodename": "a100-2"}]}}),
+        ("65", {**pending, "tres_per_node": "gres:shard:1"}),
+        drop=["39"],
+    )  # fmt: skip
+    runner.squeue = doc
+    backend.snapshot()
+    [share] = backend.apply([Share(job_id="65", placement=Placement.of({"a100-2": [3]}))])
+    assert share.ok, share.error
 
 
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
