@@ -1257,7 +1257,8 @@ class SlurmBackend(ClusterBackend):
                 )
 
     def _shard_gpus_ending(self, node: str, own: set[Slot]) -> dict[int, str]:
-        """GPUs of ``node`` shared by 2+ jobs -> a sharing job expected to end soon."""
+        """GPUs of ``node`` shared by 2+ jobs -> a sharing job expected to end soon (by its
+        ``duration_s`` hint; a job without one gives no reason to expect its end)."""
         now = self.clock()
         out: dict[int, str] = {}
         for (n, g), holders in self._holders.items():
@@ -1265,7 +1266,11 @@ class SlurmBackend(ClusterBackend):
                 continue
             for h in holders:
                 view = self._views.get(h)
-                if view is not None and view.remaining_s(now) <= SHARD_END_RISK_S:
+                if (
+                    view is not None
+                    and view.spec.attrs.get("duration_source") == "hint"
+                    and view.remaining_s(now) <= SHARD_END_RISK_S
+                ):
                     out[g] = h
                     break
         return out
