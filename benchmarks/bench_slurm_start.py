@@ -11,13 +11,14 @@ fail-open lease (begin time 120 s ahead, so Slurm does not start them itself); o
 ``snapshot()``; then ONE ``apply()`` with 500 Starts (job i on node i // 64, GPU i % 64, where
 Slurm also puts it). Reported:
 
-- ``apply_s``: wall time of that ``apply()`` (validation, settings files, and the pin batch: ONE
-  ``scontrol`` process fed on stdin; each pin's ``StartTime=now`` starts the job. Before the
-  lease design jobs were held and a second, release batch followed the pins);
+- ``apply_s``: wall time of that ``apply()`` (validation, settings files, the pin batch: ONE
+  ``scontrol`` process fed on stdin, then the go batch: ``StartTime=now`` as five job-list
+  updates of 100 jobs. Before the lease design jobs were held and a release batch followed the
+  pins; with the first lease design each pin carried ``StartTime=now`` and there was no go);
 - ``bulk_release_to_running_*``: per job, from the command that lets it start (the last batch of
-  the ``apply()``: the pin now, the release before; estimated: the batch runs its lines one after
-  the other, so line k is taken to run at start + (k + 0.5) / n of the batch) to the first
-  ``squeue`` poll (every 50 ms) that shows it RUNNING;
+  the ``apply()``: the go now; estimated: the batch runs its jobs one after the other, so job k is
+  taken to be let go at start + (k + 0.5) / n of the batch) to the first ``squeue`` poll (every
+  50 ms) that shows it RUNNING;
 - ``probe_release_to_running_*``: afterwards, with the 500 jobs cancelled, ``--probe`` (20) jobs
   started one ``apply()`` at a time, 1 s apart: from ``apply()`` returning (the pin is its last
   command) to the first poll that shows the job RUNNING. This is the latency a single start

@@ -15,7 +15,8 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
 - Fail-open lease (``slurm_sched/service/lease.py``): managed jobs are not held; the submit
   plugin sets their begin time a lease ahead, and every fresh snapshot pushes
   ``StartTime=now+lease_s`` on each pending managed job whose lease is due (one ``scontrol``
-  batch). A Start is the pin with ``StartTime=now``. Once nobody renews, Slurm starts the jobs.
+  batch). A Start is the pin, then the go ``StartTime=now``. Once nobody renews, Slurm starts
+  the jobs.
 - Slurm is eventually consistent: after a pin a job needs ~0.4-1 s to be RUNNING. Between
   ``apply`` and that moment the snapshot shows the job RUNNING on the placement asked for (an
   *intent*), so no policy books those GPUs twice; once Slurm reports the job, its real
@@ -125,9 +126,9 @@ class ActionRejected(Exception):
 class Intent:
     """Work the backend started and Slurm has not finished yet.
 
-    phase ``released``: pinned (``StartTime=now``), waiting for RUNNING; ``requeueing``: requeue
-    issued, ``after`` stages to run once the job is PENDING again; ``preempting``: requeue
-    issued, the job is PENDING for the policy already.
+    phase ``released``: pinned and let go (``StartTime=now``), waiting for RUNNING;
+    ``requeueing``: requeue issued, ``after`` stages to run once the job is PENDING again;
+    ``preempting``: requeue issued, the job is PENDING for the policy already.
     """
 
     job_id: str

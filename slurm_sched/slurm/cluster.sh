@@ -187,8 +187,11 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
 SchedulerType=sched/backfill
 # start a pinned job at once instead of up to 3 s later; the periodic pass (sched_interval) bounds
-# how long a job whose lease ran out waits for Slurm when nothing else happens (fail-open)
-SchedulerParameters=batch_sched_delay=0,sched_interval=$SCHED_INTERVAL
+# how long a job whose lease ran out waits for Slurm when nothing else happens (fail-open);
+# default_queue_depth: an event-triggered pass looks at this many eligible jobs (Slurm: 100), so
+# a go of 500 pinned jobs starts them in one pass instead of 100 now and the rest at the next
+# periodic pass (leased jobs are not eligible and do not count)
+SchedulerParameters=batch_sched_delay=0,sched_interval=$SCHED_INTERVAL,default_queue_depth=1000
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # without a default, a job would get all memory of its node, i.e. the whole node

@@ -14,7 +14,7 @@ process. Everything else stays on the CLI path of the parent class:
   order of the lines is kept) and is counted in :attr:`PyslurmRunner.cli_fallback_lines` and
   :attr:`PyslurmRunner.fallback_reasons`: nothing is ever dropped.
 
-A line is mapped whole or not at all: a pin (``update JobId=X NodeList=.. NumNodes=.. StartTime=now
+A line is mapped whole or not at all: a pin (``update JobId=X NodeList=.. NumNodes=..
 TresPerNode=..``) must stay ONE update so Slurm never sees half of it, so one unmapped key sends the
 whole line to the CLI.
 

@@ -18,8 +18,8 @@ Contract:
   stderr through ONE pipe, so the error text of a line sits between its echo and the next echo.
   If the echoes cannot be matched to the lines sent (a future scontrol prints differently), the
   batch is re-run one command per process (:attr:`CommandRunner.batch_fallbacks` counts this).
-- Begin-time updates in a batch (``update JobId=X StartTime=V``: lease renewals, hand-overs,
-  un-starts) with the same ``V`` are sent as job-list updates of up to
+- Begin-time updates in a batch (``update JobId=X StartTime=V``: the go of pinned starts, lease
+  renewals, hand-overs, un-starts) with the same ``V`` are sent as job-list updates of up to
   :data:`LIST_UPDATE_MAX_JOBS` jobs (``update JobId=a,b,c StartTime=V``; about 1.3 ms a job
   instead of about 3 on a 2-core VM) and their results are split per job again: scontrol names
   the job of each error (``... for job 99999``). A list whose error text names no single job of

@@ -7,24 +7,27 @@ Slurm shows the requeued job PENDING again (a pin issued while the job is still 
 overwritten by Slurm's requeue handling, which also sets ``EligibleTime = now + ~121 s``).
 
 Managed jobs are not held: the submit plugin gives them a begin-time *lease* that the scheduler
-renews (``slurm_sched/service/lease.py``). A pin therefore carries ``StartTime=now``: the one
-``update`` that sets the nodes also makes the job eligible, atomically, so Slurm cannot start it
-anywhere else in between (checked on the mini cluster: RUNNING on the pinned node ~0.4 s later).
+renews (``slurm_sched/service/lease.py``). A start is therefore two updates in two stages: the
+*pin* sets the nodes (and GRES) while the lease still keeps the job from starting, then the
+*go* ``update JobId=X StartTime=now`` makes it eligible. Slurm never sees the job eligible with
+the old nodes, and the CLI runner sends the go lines of a whole ``apply`` as a few job-list
+updates (``update JobId=a,b,c StartTime=now``): 500 starts take about 4 s on a 2-core VM
+against about 6 s with one combined update per job, where slurmctld launched each job between
+the updates (docs/slurm-backend.md, Timings).
 
-A pin followed by a separate ``StartTime=now`` (sent for many jobs as one job-list update) was
-tried: it brought 500 Starts from about 6 s to 2.8-4 s on the 2-core VM, but Slurm then allocates
-the jobs of one ``apply`` in its own priority order, not one after the other as the updates
-come, so the GPU indices the backend predicts for shard jobs were wrong and a shard job landed
-on a GPU held by an exclusive job (integration suite, session 3). See docs/slurm-backend.md.
+Slurm allocates the jobs of one ``apply`` in its own priority order (it did so with the combined
+update too), so the GPU indices the backend predicts are not relied on where the order matters:
+a Share waits while an exclusive start below its GPU is still in flight (backend).
 
 Mapping (checked on the mini cluster; ``X`` is the job id):
 
 ==============  ===============================================================================
 Start           ``[update JobId=X TresPerJob=]`` (only when switching per-job <-> per-node GRES)
-                -> ``update JobId=X NodeList=n1,n2 NumNodes=2-2 StartTime=now``
-                ``TresPerNode=gres:gpu:k``
+                -> ``update JobId=X NodeList=n1,n2 NumNodes=2-2 TresPerNode=gres:gpu:k``
+                -> ``update JobId=X StartTime=now``
                 (``TresPerJob=gres:gpu:N`` when the per-node counts differ; fields that would
-                not change are left out) -> ``[release X]`` (only for a held job: an older
+                not change are left out; the go only when the begin time is ahead)
+                -> ``[release X]`` (only for a held job: an older
                 plugin's hold or a ``requeuehold``). A job whose lease has run out (Slurm could
                 start it any moment) that needs the clearing update is held first and released
                 after the pin, so Slurm never sees it eligible with half its fields.
@@ -34,7 +37,7 @@ Resume          ``resume X``
 Preempt         ``scancel --batch --signal=USR1 X`` (checkpoint warning, failure ignored) ->
                 ``requeue X`` (SIGTERM, KillWait, back to PENDING with ``EligibleTime`` ~121 s
                 ahead: a lease of its own, which the scheduler renews or pins over)
-Migrate         ``requeue X``; after requeue: the Start pin (``StartTime=now``)
+Migrate         ``requeue X``; after requeue: the Start pin and go
 Reconfigure     settings file written by the backend, then as Migrate with the new GPU counts plus
                 ``NumCPUs=`` / ``MinMemoryNode=`` (as Start when the job is pending)
 ==============  ===============================================================================
@@ -118,8 +121,9 @@ class JobContext:
     node_count: int | None = None
     tres_per_node: str | None = None
     tres_per_job: str | None = None
-    #: StartTime=now in the pin: needed whenever the job's begin time is ahead (its lease, or
-    #: ~121 s after a requeue); only a held job whose begin time has passed can go without
+    #: the go (StartTime=now) after the pin: needed whenever the job's begin time is ahead (its
+    #: lease, or ~121 s after a requeue); only a held job whose begin time has passed can go
+    #: without
     begin_now: bool = True
     #: pending, not held, begin time passed: Slurm's own scheduler may start it any moment
     eligible: bool = False
@@ -161,7 +165,7 @@ def _sc(*argv: str) -> Cmd:
 
 
 def start_now_cmd(job_id: str) -> Cmd:
-    """``update JobId=X StartTime=now``: lets Slurm start a job at once (hand-overs)."""
+    """``update JobId=X StartTime=now``: lets Slurm start the (pinned) job at once."""
     return _sc("update", f"JobId={job_id}", "StartTime=now")
 
 
@@ -203,15 +207,13 @@ def pin_stages(
     shards: ShardConfig,
     settings: JobSettings | None = None,
 ) -> tuple[Stage, ...]:
-    """[hold], [clear], pin (with StartTime=now), [release]."""
+    """[hold], [clear], pin, [go: StartTime=now], [release]: one command per stage."""
     jid = ctx.job_id
     clear, gres = gres_fields(placement, ctx.request, share=share, shards=shards)
     nodes = placement.nodes
     pin = ["update", f"JobId={jid}", f"NodeList={','.join(nodes)}"]
     if ctx.node_count != len(nodes):
         pin.append(f"NumNodes={len(nodes)}-{len(nodes)}")
-    if ctx.begin_now:
-        pin.append("StartTime=now")
     current = {"TresPerNode": ctx.tres_per_node, "TresPerJob": ctx.tres_per_job}
     for item in gres:
         name, _, value = item.partition("=")
@@ -229,6 +231,8 @@ def pin_stages(
     if clear:
         stages.append((_sc("update", f"JobId={jid}", *clear),))
     stages.append((_sc(*pin),))
+    if ctx.begin_now:
+        stages.append((start_now_cmd(jid),))
     if ctx.held or hold:
         stages.append((_sc("release", jid),))
     return tuple(stages)

@@ -86,12 +86,14 @@ def test_start_then_failure_in_slurm_is_data_and_rolled_back(tmp_path: Path) -> 
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path)
     backend.snapshot()
     # job 28 is held in the recording (an older plugin), without a begin time: the node list
-    # and StartTime=now change, and the release would follow
-    bad_pin = "update JobId=28 NodeList=a100-1 StartTime=now"
+    # changes, then StartTime=now, and the release would follow
+    bad_pin = "update JobId=28 NodeList=a100-1"
     runner.errors[bad_pin] = "Requested node configuration is not available"
     [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
     assert not r.ok and "node configuration" in (r.error or "")
-    assert "release 28" not in runner.lines  # never released after a failed pin
+    # never let go or released after a failed pin
+    assert "release 28" not in runner.lines
+    assert "update JobId=28 StartTime=now" not in runner.lines
     snap = backend.snapshot()
     assert snap.job("28").state is JobState.PENDING
     assert snap.free_gpus["a100-1"] == (2, 3)
@@ -247,7 +249,10 @@ def test_preempt_of_a_pinned_job_not_started_yet_gives_it_a_lease_again(tmp_path
     backend.snapshot()
     [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
     assert r.ok, r.error
-    assert runner.lines[-1] == "update JobId=60 NodeList=v100-2 StartTime=now"  # no release
+    assert runner.lines[-2:] == [  # the pin and the go, no release
+        "update JobId=60 NodeList=v100-2",
+        "update JobId=60 StartTime=now",
+    ]
     [p] = backend.apply([Preempt(job_id="60")])  # Slurm still shows it pending
     assert p.ok, p.error
     assert runner.lines[-1] == "update JobId=60 StartTime=now+120"
@@ -278,11 +283,11 @@ def test_pin_sets_numnodes_unless_slurm_holds_the_job_to_exactly_that_count(
     )  # fmt: skip
     assert all(r.ok for r in results), results
     assert (
-        "update JobId=61 NodeList=v100-2 NumNodes=1-1 StartTime=now TresPerNode=gres:gpu:2"
+        "update JobId=61 NodeList=v100-2 NumNodes=1-1 TresPerNode=gres:gpu:2"
         in runner.lines
     )
-    assert "update JobId=62 NodeList=a100-1 StartTime=now" in runner.lines  # -N 1: nothing to set
-    assert "update JobId=63 NodeList=a100-2 NumNodes=1-1 StartTime=now" in runner.lines  # -N 1-4
+    assert "update JobId=62 NodeList=a100-1" in runner.lines  # -N 1: nothing to set
+    assert "update JobId=63 NodeList=a100-2 NumNodes=1-1" in runner.lines  # -N 1-4
 
 
 def test_start_waits_while_a_shared_gpu_below_it_may_look_free_to_slurm(tmp_path: Path) -> None:
@@ -351,7 +356,8 @@ def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path)
     assert r.ok, r.error
     assert runner.lines == []  # nothing reached Slurm: no start, no renewal, no hold
     assert backend.dry_commands == [
-        "scontrol update JobId=28 NodeList=a100-1 StartTime=now",
+        "scontrol update JobId=28 NodeList=a100-1",
+        "scontrol update JobId=28 StartTime=now",
         "scontrol release 28",
     ]
     assert backend.last_commands == [tuple(backend.dry_commands)]

@@ -160,7 +160,10 @@ def test_once_reconciles_then_runs_one_cycle_with_leases_and_pins(tmp_path: Path
     assert all(r["commands"][0].startswith(f"scontrol update JobId={r['job_id']} NodeList=")
                for r in starts)
     pin_38 = next(r["commands"] for r in starts if r["job_id"] == "38")  # under its lease
-    assert len(pin_38) == 1 and "StartTime=now" in pin_38[0]  # the pin alone starts it
+    assert pin_38 == [  # the pin, then the go
+        "scontrol update JobId=38 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:2",
+        "scontrol update JobId=38 StartTime=now",
+    ]
     assert rows[-1]["event"] == "stop"
     body = d.metrics.render()
     assert 'slurm_sched_reconciled_total{what="resumed"} 1' in body
