@@ -1490,6 +1490,11 @@ class SlurmBackend(ClusterBackend):
             out = self.runner.run_scontrol_batch([c.argv[1:] for _, c in batch])
             for (i, cmd), res in zip(batch, out, strict=True):
                 if not res.ok and not cmd.optional and errors[i] is None:
+                    if _is_go(cmd) and "no longer pending" in res.stderr:
+                        # a go whose job already left PENDING: it started on its pin (a go
+                        # re-run after unreadable scontrol output, or a lease that ran out)
+                        log.info("%s: already started", res.line)
+                        continue
                     errors[i] = f"{res.line}: {res.stderr.strip()}"
         return errors
 
@@ -1505,6 +1510,15 @@ class SlurmBackend(ClusterBackend):
             self.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
         except OSError as exc:
             log.warning("cannot write settings of job %s: %s", action.job_id, exc)
+
+
+def _is_go(cmd: Cmd) -> bool:
+    """``scontrol update JobId=X StartTime=now``: the go of a start."""
+    return (
+        len(cmd.argv) == 4
+        and cmd.argv[2].startswith("JobId=")
+        and cmd.argv == start_now_cmd(cmd.argv[2][len("JobId=") :]).argv
+    )
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,10 @@ class CommandRunner:
 
     def __post_init__(self) -> None:
         self._full_env = dict(os.environ)
+        # scontrol reads a batch through readline, which wraps an echoed line longer than the
+        # terminal width (80 without a tty) with cursor escapes: a job-list update of 11 jobs
+        # already broke the attribution of the output to the lines (CI). No width, no wrap.
+        self._full_env["COLUMNS"] = "1000000"
         if self.env:
             self._full_env.update(self.env)
 

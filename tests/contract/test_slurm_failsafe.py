@@ -349,6 +349,29 @@ def test_share_waits_while_an_exclusive_start_below_it_is_not_allocated(tmp_path
     assert share.ok, share.error
 
 
+def test_go_of_a_job_that_already_left_pending_is_a_start_not_a_failure(tmp_path: Path) -> None:
+    """A go answered "no longer pending": the job started on its pin already (the go was re-run
+    after unreadable scontrol output, or its lease ran out). Reporting the Start as failed made
+    the policy place the job elsewhere while Slurm ran it on the pin (CI, muri-l)."""
+    doc = squeue_with(
+        ("60", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:1", "node_count": 1,
+                "gres_detail": [], "job_resources": None}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    runner.errors["update JobId=60 StartTime=now"] = "Job is no longer pending execution"
+    [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
+    assert r.ok, r.error
+    assert backend.snapshot().job("60").state is JobState.RUNNING  # started, as far as we know
+    # any other failure of the go still fails the start
+    backend, runner = make(doc, tmp_path / "other")
+    backend.snapshot()
+    runner.errors["update JobId=60 StartTime=now"] = "Access/permission denied"
+    [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
+    assert not r.ok and "permission denied" in (r.error or "")
+
+
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path, dry_run=True)
     backend.snapshot()

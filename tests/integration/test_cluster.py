@@ -312,3 +312,33 @@ def test_down_stops_job_processes_whose_slurmstepd_died(slurm_cluster):
     finally:
         private.down(purge=True)
     assert _job_process_pids(private) == []
+
+
+def test_job_list_update_as_wide_as_the_terminal_is_attributed_per_line(slurm_cluster, submit):
+    """scontrol reads a batch through readline, which echoes a line exactly as wide as the
+    terminal (80 columns without a tty) with cursor escapes; the runner's output attribution then
+    failed and the batch was re-run line by line (CI: the go of 11 jobs, re-run: "no longer
+    pending"). The runner sets COLUMNS so wide that no line reaches it."""
+    from slurm_sched.slurm.runner import CommandRunner
+
+    real = [str(submit("-o", "/dev/null", "--wrap", "sleep 30")) for _ in range(3)]
+    ids = list(real)
+
+    def echo() -> str:
+        return f"scontrol: update JobId={','.join(ids)} StartTime=now+300"
+
+    while 80 - len(echo()) > 9:
+        ids.append("9000000")  # no such job: an error of its own
+    ids.append("9" * (80 - len(echo()) - 1))  # the comma and this id fill the 80 columns
+    assert len(echo()) == 80
+    lines = [["update", f"JobId={','.join(ids)}", "StartTime=now+300"],
+             ["update", f"JobId={real[0]}", "StartTime=now+300"]]  # fmt: skip
+    runner = CommandRunner(env=slurm_cluster.env)
+    [listed, single] = runner._run_batch(lines)
+    assert runner.batch_fallbacks == 0
+    assert single.ok, single.stderr
+    assert listed.stderr.count("Invalid job id specified") == len(ids) - len(real), listed
+    # the same batch in an 80-column terminal: the echo cannot be matched to the line
+    narrow = CommandRunner(env={**slurm_cluster.env, "COLUMNS": "80", "TERM": "xterm"})
+    narrow._run_batch(lines)
+    assert narrow.batch_fallbacks == 1
