@@ -767,3 +767,27 @@ def test_sia_keeps_every_allocation_when_its_mip_finds_no_solution(caplog):
     assert acts == []  # nothing preempted, changed or started
     with pytest.raises(ValueError, match="mip_time_limit_s"):
         Sia(mip_time_limit_s=0)
+
+
+def test_sia_solves_big_rounds_with_the_knapsack_greedy():
+    """Above ``mip_max_columns`` Sia's round is the LP-relaxation greedy (policy/mckp.py, whose
+    tests bound its gap to the MIP): every job still gets a configuration, within capacity
+    (here the greedy leaves one GPU idle where the MIP uses all 16)."""
+    from slurm_sched.policy.rubick_baselines import Sia
+
+    jobs = [rjob(f"j{i}", m, g, "zero-dp", duration=500.0)
+            for i, (m, g) in enumerate([("vit", 2), ("bert", 4), ("roberta", 1), ("vit", 8),
+                                        ("t5", 2), ("bert", 2), ("vit", 1)])]
+
+    def run(policy: Sia) -> dict[str, int]:
+        sim = SimulatedBackend(a800(2), jobs, progress=RubickProgress(), restart_overhead_s=0.0,
+                               max_jobs_per_gpu=1)
+        sim.advance_to(0.0)
+        assert all(r.ok for r in sim.apply(policy.decide(sim.snapshot(), 0.0)))
+        return {j.job_id: j.num_gpus for j in sim.snapshot().running}
+
+    by_mip, by_greedy = run(Sia()), run(Sia(mip_max_columns=0))
+    assert set(by_greedy) == set(by_mip) == {j.job_id for j in jobs}
+    assert sum(by_mip.values()) == 16 and 16 - 2 <= sum(by_greedy.values()) <= 16
+    with pytest.raises(ValueError, match="mip_max_columns"):
+        Sia(mip_max_columns=-1)
