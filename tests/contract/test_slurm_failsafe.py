@@ -17,6 +17,11 @@ from slurm_sched.model import JobState, Placement, Preempt, Share, Start
 from slurm_sched.slurm.backend import SlurmBackend
 from tests.contract.recorded import NOW, FakeRunner, recorded, squeue_with
 
+#: a one-GPU managed job waiting under its lease, as squeue shows it (over recorded job 28)
+LEASED_1_GPU = {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
+                "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:1", "node_count": 1,
+                "gres_detail": [], "job_resources": None}  # fmt: skip
+
 
 def make(doc: dict[str, Any], tmp_path: Path, **kw: Any) -> tuple[SlurmBackend, FakeRunner]:
     runner = FakeRunner(doc)
@@ -240,11 +245,7 @@ def test_failed_renewal_is_counted_not_raised(tmp_path: Path) -> None:
 
 
 def test_preempt_of_a_pinned_job_not_started_yet_gives_it_a_lease_again(tmp_path: Path) -> None:
-    doc = squeue_with(
-        ("60", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
-                "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:1", "node_count": 1,
-                "gres_detail": [], "job_resources": None}),
-    )  # fmt: skip
+    doc = squeue_with(("60", LEASED_1_GPU))
     backend, runner = make(doc, tmp_path)
     backend.snapshot()
     [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
@@ -353,11 +354,7 @@ def test_go_of_a_job_that_already_left_pending_is_a_start_not_a_failure(tmp_path
     """A go answered "no longer pending": the job started on its pin already (the go was re-run
     after unreadable scontrol output, or its lease ran out). Reporting the Start as failed made
     the policy place the job elsewhere while Slurm ran it on the pin (CI, muri-l)."""
-    doc = squeue_with(
-        ("60", {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
-                "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:1", "node_count": 1,
-                "gres_detail": [], "job_resources": None}),
-    )  # fmt: skip
+    doc = squeue_with(("60", LEASED_1_GPU))
     backend, runner = make(doc, tmp_path)
     backend.snapshot()
     runner.errors["update JobId=60 StartTime=now"] = "Job is no longer pending execution"
