@@ -1283,6 +1283,9 @@ class SlurmBackend(ClusterBackend):
         self._shareable(jid, slot, holders)
         spg = self._shards.shards_per_gpu
         need = self._shards.share_shards
+        # a GPU whose shard usage Slurm 22.05.8 lost has all its shards free in Slurm's view:
+        # the share goes there (and must fit there) even when the GPU is full in reality
+        lost = self._slurm_lost_usage(node)
         # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
         for idx in range(self.cluster.by_name[node].num_gpus):
             s = (node, idx)
@@ -1298,7 +1301,7 @@ class SlurmBackend(ClusterBackend):
                         f"yet; Slurm could put job {jid}'s shard there first; retry"
                     )
                 continue
-            if spg - self._shard_use.get(s, 0) < need:
+            if idx not in lost and spg - self._shard_use.get(s, 0) < need:
                 continue
             if idx == g:
                 return g
@@ -1311,6 +1314,23 @@ class SlurmBackend(ClusterBackend):
             self._shareable(jid, s, other)
             return idx  # another GPU with room for one more job: shared there instead
         raise ActionRejected(f"no free shard on GPU {node}:{g}")
+
+    def _slurm_lost_usage(self, node: str) -> set[int]:
+        """GPUs of ``node`` that jobs hold but Slurm's fresh per-node view counts as unused
+        (22.05.8 drops a shared GPU's shard usage when one sharer ends); empty without a
+        fresh view."""
+        if not self._slurm_view_shards:
+            return set()
+        snode = next((n for n in self._nodes if n.name == node), None)
+        if snode is None:
+            return set()
+        used = set(snode.used_gpus)
+        return {
+            g
+            for (n, g), holders in self._holders.items()
+            if n == node and holders and g not in used
+            and not any(h in self._intents for h in holders)
+        }
 
     def _in_flight(self, jid: str) -> bool:
         """Pinned by this backend (in this call or before) and not running in Slurm yet."""

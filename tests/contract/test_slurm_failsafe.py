@@ -369,6 +369,39 @@ def test_go_of_a_job_that_already_left_pending_is_a_start_not_a_failure(tmp_path
     assert not r.ok and "permission denied" in (r.error or "")
 
 
+def test_share_is_refused_where_slurm_lost_a_full_gpus_shard_usage(tmp_path: Path) -> None:
+    """a100-2:0 is full (31 and 39, C = 2) but Slurm lost its shard usage (not in its used
+    list): a Share meant for 66 on a100-2:1 would be put on GPU 0 by Slurm, a third job there
+    (the integration suite saw five 1-shard jobs on one GPU)."""
+    running = {"job_state": "RUNNING", "state_reason": "None", "nodes": "a100-2",
+               "tres_per_node": "gres:shard:3", "gres_detail": ["shard:a100:3(IDX:1)"],
+               "job_resources": {"nodes": "a100-2", "allocated_nodes": [{"nodename": "a100-2"}]}}
+    doc = squeue_with(
+        ("65", {**LEASED_1_GPU, "tres_per_node": "gres:shard:1"}),
+        ("66", {**recorded_job("31"), **running, "job_id": 66}),
+    )  # fmt: skip
+    backend, runner = make(doc, tmp_path, max_jobs_per_gpu=2)
+    [a100_2] = [n for n in runner.sinfo["nodes"] if n["name"] == "a100-2"]
+    a100_2["gres_used"] = "gpu:a100:1(IDX:2),shard:a100:3(IDX:1)"
+    backend.snapshot()
+    [r] = backend.apply([Share(job_id="65", placement=Placement.of({"a100-2": [1]}))])
+    assert not r.ok and "a100-2:0 already holds 2 job(s)" in (r.error or ""), r
+    # with Slurm's view intact the Share joins 66
+    a100_2["gres_used"] = "gpu:a100:1(IDX:2),shard:a100:7(IDX:0-1)"
+    backend, runner = make(doc, tmp_path / "intact", max_jobs_per_gpu=2)
+    runner.sinfo["nodes"] = [n if n["name"] != "a100-2" else a100_2
+                             for n in runner.sinfo["nodes"]]
+    backend.snapshot()
+    [r] = backend.apply([Share(job_id="65", placement=Placement.of({"a100-2": [1]}))])
+    assert r.ok, r.error
+
+
+def recorded_job(job_id: str) -> dict[str, Any]:
+    """A job record of the recording, by id."""
+    [job] = [j for j in recorded("squeue_mixed.json")["jobs"] if str(j["job_id"]) == job_id]
+    return job
+
+
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path, dry_run=True)
     backend.snapshot()
