@@ -1226,16 +1226,10 @@ class SlurmBackend(ClusterBackend):
         picks the lowest indices it thinks free, so predict that and check it against what the
         jobs really hold.
         """
-        if not self._slurm_view_shards:
+        slurm_used = self._slurm_used(node)
+        if slurm_used is None:
             return
-        snode = next((n for n in self._nodes if n.name == node), None)
-        if snode is None:
-            return
-        slurm_used = set(snode.used_gpus)
-        for (n, g), hs in self._holders.items():  # what this backend started since (intents)
-            if n == node and any(h in self._intents for h in hs):
-                slurm_used.add(g)
-        free = [g for g in range(snode.num_gpus) if g not in slurm_used]
+        free = [g for g in range(self.cluster.by_name[node].num_gpus) if g not in slurm_used]
         for g in free[: len(gpus)]:
             holders = [h for h in self._holders.get((node, g), []) if (node, g) not in own]
             if holders:
@@ -1262,8 +1256,9 @@ class SlurmBackend(ClusterBackend):
         ``duration_s`` hint; a job without one gives no reason to expect its end)."""
         now = self.clock()
         out: dict[int, str] = {}
-        for (n, g), holders in self._holders.items():
-            if n != node or len(holders) < 2 or (n, g) in own or (n, g) in self._exclusive:
+        for g in range(self.cluster.by_name[node].num_gpus):
+            holders = self._holders.get((node, g), [])
+            if len(holders) < 2 or (node, g) in own or (node, g) in self._exclusive:
                 continue
             for h in holders:
                 view = self._views.get(h)
@@ -1315,21 +1310,30 @@ class SlurmBackend(ClusterBackend):
             return idx  # another GPU with room for one more job: shared there instead
         raise ActionRejected(f"no free shard on GPU {node}:{g}")
 
-    def _slurm_lost_usage(self, node: str) -> set[int]:
-        """GPUs of ``node`` that jobs hold but Slurm's fresh per-node view counts as unused
-        (22.05.8 drops a shared GPU's shard usage when one sharer ends); empty without a
-        fresh view."""
+    def _slurm_used(self, node: str) -> set[int] | None:
+        """GPU indices of ``node`` that Slurm's fresh per-node view (``sinfo``) counts as used,
+        plus those of jobs this backend pinned since (intents); None without a fresh view."""
         if not self._slurm_view_shards:
-            return set()
+            return None
         snode = next((n for n in self._nodes if n.name == node), None)
         if snode is None:
-            return set()
+            return None
         used = set(snode.used_gpus)
+        for g in range(snode.num_gpus):
+            if any(h in self._intents for h in self._holders.get((node, g), ())):
+                used.add(g)
+        return used
+
+    def _slurm_lost_usage(self, node: str) -> set[int]:
+        """GPUs of ``node`` that jobs hold but Slurm counts as unused (22.05.8 drops a shared
+        GPU's shard usage when one sharer ends); empty without a fresh view."""
+        used = self._slurm_used(node)
+        if used is None:
+            return set()
         return {
             g
-            for (n, g), holders in self._holders.items()
-            if n == node and holders and g not in used
-            and not any(h in self._intents for h in holders)
+            for g in range(self.cluster.by_name[node].num_gpus)
+            if self._holders.get((node, g)) and g not in used
         }
 
     def _in_flight(self, jid: str) -> bool:

@@ -23,6 +23,12 @@ LEASED_1_GPU = {"job_state": "PENDING", "state_reason": "BeginTime", "priority":
                 "gres_detail": [], "job_resources": None}  # fmt: skip
 
 
+def recorded_job(job_id: str) -> dict[str, Any]:
+    """A job record of the recording, by id."""
+    [job] = [j for j in recorded("squeue_mixed.json")["jobs"] if str(j["job_id"]) == job_id]
+    return job
+
+
 def make(doc: dict[str, Any], tmp_path: Path, **kw: Any) -> tuple[SlurmBackend, FakeRunner]:
     runner = FakeRunner(doc)
     clock = kw.pop("clock", lambda: NOW)
@@ -266,9 +272,7 @@ def test_pin_sets_numnodes_unless_slurm_holds_the_job_to_exactly_that_count(
     """A requeued job (Slurm's max_nodes 0: unknown) last pinned to 2 nodes, now asked onto
     one: without ``NumNodes=1-1`` Slurm keeps min 2 and adds a node to the pinned one (seen in
     the integration suite: a 2-GPU job ran as 2 nodes x 2 GPUs)."""
-    pending = {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
-               "eligible_time": NOW + 100, "tres_per_node": "gres:gpu:2",
-               "gres_detail": [], "job_resources": None}  # fmt: skip
+    pending = {**LEASED_1_GPU, "tres_per_node": "gres:gpu:2"}
     doc = squeue_with(
         ("61", {**pending, "restart_cnt": 1, "node_count": 1, "max_nodes": 0,
                 "tres_per_node": "gres:gpu:1", "tres_req_str": "cpu=2,node=2"}),
@@ -296,9 +300,9 @@ def test_start_waits_while_a_shared_gpu_below_it_may_look_free_to_slurm(tmp_path
     Slurm allocates 28, Slurm 22.05.8 drops GPU 0's shard usage and gives 28 GPUs 0,1 (GPU 0
     still runs 31): so the start waits while 39 is about to end."""
     started = recorded("squeue_mixed.json")
-    [rec] = [j for j in started["jobs"] if j["job_id"] == 39]
     hint = '{"v":1,"duration_s":%d}'
-    ends_soon = squeue_with(("39", {"comment": hint % (NOW - rec["start_time"] + 5)}))
+    ran_s = NOW - recorded_job("39")["start_time"]
+    ends_soon = squeue_with(("39", {"comment": hint % (ran_s + 5)}))
     backend, runner = make(ends_soon, tmp_path)
     backend.snapshot()
     [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-2": [1, 3]}))])
@@ -315,9 +319,7 @@ def test_share_waits_while_an_exclusive_start_below_it_is_not_allocated(tmp_path
     """Job 64 is pinned to a100-2:0,1 and job 65 would join 31 on a100-2:3 in the same call.
     Slurm allocates the two in its own order: if 65 comes first, GPUs 0 and 1 are empty in its
     view and the shard goes to GPU 0 (seen in the integration suite), so the Share waits."""
-    pending = {"job_state": "PENDING", "state_reason": "BeginTime", "priority": 5,
-               "eligible_time": NOW + 100, "gres_detail": [], "job_resources": None,
-               "node_count": 1, "max_nodes": 1, "tres_req_str": "cpu=1,node=1", "comment": ""}
+    pending = {**LEASED_1_GPU, "max_nodes": 1, "tres_req_str": "cpu=1,node=1", "comment": ""}
     doc = squeue_with(
         ("31", {"gres_detail": ["shard:a100:3(IDX:3)"]}),
         ("64", {**pending, "tres_per_node": "gres:gpu:2"}),
@@ -394,12 +396,6 @@ def test_share_is_refused_where_slurm_lost_a_full_gpus_shard_usage(tmp_path: Pat
     backend.snapshot()
     [r] = backend.apply([Share(job_id="65", placement=Placement.of({"a100-2": [1]}))])
     assert r.ok, r.error
-
-
-def recorded_job(job_id: str) -> dict[str, Any]:
-    """A job record of the recording, by id."""
-    [job] = [j for j in recorded("squeue_mixed.json")["jobs"] if str(j["job_id"]) == job_id]
-    return job
 
 
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
