@@ -13,6 +13,7 @@ Every experiment runs on the 16x4 cluster in the ``sjf-bsbf`` progress model
     $B tables --family calibrated --variant no-memory --policies sjf,tiresias,sjf-ffs,sjf-bsbf
     $B tables --family calibrated --variant packed --policies sjf,tiresias,sjf-ffs,sjf-bsbf
     $B xi-sweep [--no-memory]                  # Fig. 6b
+    $B xi-sweep --ffs-sub-batch full           # Fig. 6b, FFS without gradient accumulation
     $B load-sweep --seeds 4                    # Fig. 6a
     $B pollux-search                           # greedy vs exhaustive allocation search
     $B sharing-stats                           # why jobs wait under SJF-BSBF
@@ -52,7 +53,7 @@ from slurm_sched.policy.fifo import Fifo
 from slurm_sched.policy.pollux import Pollux, _Job, exhaustive_counts, greedy_counts, objective
 from slurm_sched.policy.sjf import Sjf
 from slurm_sched.policy.sjf_bsbf import SjfBsbf
-from slurm_sched.policy.sjf_ffs import SjfFfs
+from slurm_sched.policy.sjf_ffs import FfsSubBatch, SjfFfs
 from slurm_sched.policy.tiresias import Tiresias
 from slurm_sched.sim.progress import ProgressModel
 from slurm_sched.sim.runner import simulate
@@ -198,7 +199,9 @@ def tables(family: str, jobs: int, seeds: int, policies: Sequence[str],
             "seeds": seeds, "workload_summary": calib, "per_seed": per_seed, "aggregate": agg}
 
 
-def xi_sweep(seeds: int, memory: bool, jobs: int = 240) -> dict[str, Any]:
+def xi_sweep(seeds: int, memory: bool, jobs: int = 240,
+             ffs_sub_batch: FfsSubBatch = "largest-fitting") -> dict[str, Any]:
+    """Fig. 6b: SJF-FFS and SJF-BSBF under one uniform xi (world and policies alike)."""
     rows: dict[str, dict[str, list[float]]] = {}
     for x in SWEEP_XI:
         key = f"{x:g}"
@@ -206,15 +209,17 @@ def xi_sweep(seeds: int, memory: bool, jobs: int = 240) -> dict[str, Any]:
         for seed in range(1, seeds + 1):
             specs = generate_jobs(jobs, seed)
             mem = GPU_MEMORY_GB if memory else None
-            for name, cls in (("sjf-ffs", SjfFfs), ("sjf-bsbf", SjfBsbf)):
-                r = run(specs, cls(UniformXi(x), memory_gb=mem), SjfBsbfWorld(UniformXi(x)))
+            ffs = SjfFfs(UniformXi(x), memory_gb=mem, sub_batch=ffs_sub_batch)
+            for name, policy in (("sjf-ffs", ffs), ("sjf-bsbf", SjfBsbf(UniformXi(x),
+                                                                         memory_gb=mem))):
+                r = run(specs, policy, SjfBsbfWorld(UniformXi(x)))
                 rows[key][name].append(r["avg_jct_h"])
         ratio = [b / f for b, f in zip(rows[key]["sjf-bsbf"], rows[key]["sjf-ffs"], strict=True)]
         print(f"  xi {x}: ffs {statistics.fmean(rows[key]['sjf-ffs']):.3f} "
               f"bsbf {statistics.fmean(rows[key]['sjf-bsbf']):.3f}", file=sys.stderr, flush=True)
         rows[key]["bsbf_over_ffs"] = ratio
     return {"jobs": jobs, "seeds": seeds, "memory_gb": GPU_MEMORY_GB if memory else None,
-            "avg_jct_h": rows}
+            "ffs_sub_batch": ffs_sub_batch, "avg_jct_h": rows}
 
 
 def load_sweep(seeds: int, policies: Sequence[str]) -> dict[str, Any]:
@@ -389,7 +394,8 @@ def md_tables(data: dict[str, Any]) -> str:
 def md_xi(data: dict[str, Any]) -> str:
     mem = data["memory_gb"]
     lines = [f"xi sweep, calibrated {data['jobs']} jobs x {data['seeds']} seeds, memory "
-             f"{'limit ' + str(mem) + ' GB' if mem else 'unlimited'}:", "",
+             f"{'limit ' + str(mem) + ' GB' if mem else 'unlimited'}, SJF-FFS sub-batch "
+             f"{data.get('ffs_sub_batch', 'largest-fitting')}:", "",
              "| xi | SJF-FFS avg JCT (h) | SJF-BSBF avg JCT (h) | BSBF/FFS mean (min-max) |",
              "|---|---|---|---|"]
     for x, row in data["avg_jct_h"].items():
@@ -496,6 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--no-memory", action="store_true", help="xi sweep without memory limit")
+    ap.add_argument("--ffs-sub-batch", choices=["largest-fitting", "full"],
+                    default="largest-fitting",
+                    help="xi sweep: SJF-FFS's sub-batch reading (full = no accumulation)")
     ap.add_argument("--variant", choices=VARIANTS, default="default",
                     help="tables: world variant (Gavel analogues for xi, no memory limit, or "
                          "every placement counted as packed)")
@@ -512,8 +521,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         save(name, {"command": " ".join(sys.argv), **data})
         print(md_tables(data))
     elif args.experiment == "xi-sweep":
-        data = xi_sweep(args.seeds, memory=not args.no_memory, jobs=args.jobs)
-        save("xi_sweep" + ("_no_memory" if args.no_memory else ""),
+        data = xi_sweep(args.seeds, memory=not args.no_memory, jobs=args.jobs,
+                        ffs_sub_batch=args.ffs_sub_batch)
+        save("xi_sweep" + ("_no_memory" if args.no_memory else "")
+             + ("_ffs_full" if args.ffs_sub_batch == "full" else ""),
              {"command": " ".join(sys.argv), **data})
         print(md_xi(data))
     elif args.experiment == "load-sweep":

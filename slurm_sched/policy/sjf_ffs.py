@@ -11,14 +11,25 @@ candidate (``ceil(B/2^k)`` or the solo micro-batch) that passes MEM_OK with the 
 smallest over co-runners; a running job with which no sub-batch fits in memory is skipped (so
 FFS respects the same memory model as SJF-BSBF). Its world is the same ``sjf-bsbf`` progress
 model.
+
+The sub-batch is an AMBIGUITY of the paper ("it does not search the best sharing configuration
+as SJF-BSBF"). ``sub_batch="largest-fitting"`` (default) is the spec's reading above;
+``sub_batch="full"`` is the other reading: FFS never accumulates gradients, so it shares only
+where the job fits in memory at its solo micro-batch. docs/reproductions/sjf-bsbf.md compares
+both in the interference sweep.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal
 
+from slurm_sched.perf.sjf_bsbf_model import GPU_MEMORY_GB, Interference
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.sjf_bsbf import Cand, SjfBsbf, _Candidate, _Lazy, _State
+from slurm_sched.policy.sjf import SjfKey
+from slurm_sched.policy.sjf_bsbf import A2Mode, Cand, SjfBsbf, _Candidate, _Lazy, _State
+
+FfsSubBatch = Literal["largest-fitting", "full"]
 
 
 class SjfFfs(SjfBsbf):
@@ -26,17 +37,36 @@ class SjfFfs(SjfBsbf):
     summary = ("SJF; when GPUs run short, shares the first GPUs holding one job (first fit), "
                "no benefit test (non-preemptive)")
 
+    def __init__(
+        self,
+        interference: Interference | None = None,
+        *,
+        memory_gb: float | None = GPU_MEMORY_GB,
+        a2: A2Mode = "exclusive",
+        sjf_key: SjfKey = "duration",
+        placement_aware: bool = True,
+        sub_batch: FfsSubBatch = "largest-fitting",
+    ) -> None:
+        if sub_batch not in ("largest-fitting", "full"):
+            raise ValueError(f"sub_batch must be 'largest-fitting' or 'full', got {sub_batch!r}")
+        super().__init__(interference, memory_gb=memory_gb, a2=a2, sjf_key=sjf_key,
+                         placement_aware=placement_aware)
+        self.sub_batch = sub_batch
+
     def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State
                            ) -> Sequence[Cand]:
         """Every running job some sub-batch fits next to, in first-fit (GPU index) order.
 
         ``owners`` is already in the order of their first single-job GPU; the sort key is that
-        rank, so Algorithm 1's composition takes their GPUs first fit.
+        rank, so Algorithm 1's composition takes their GPUs first fit. With
+        ``sub_batch="full"`` only the solo micro-batch (the first option) is tried.
         """
+        options = cand.options[:1] if self.sub_batch == "full" else cand.options
+
         def gen() -> Iterator[Cand]:
             for rank, rid in enumerate(owners):
                 run = state.runners[rid]
-                for b, _, mem in cand.options:  # largest first
+                for b, _, mem in options:  # largest first
                     if self.mem_ok(mem, run):
                         yield (float(rank), rid, b)
                         break

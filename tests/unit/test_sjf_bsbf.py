@@ -231,6 +231,27 @@ def test_ffs_shares_where_bsbf_refuses():
     assert isinstance(act, Share) and act.with_jobs == ("A",)
 
 
+def test_ffs_full_batch_reading_never_accumulates_to_fit_in_memory():
+    """The two readings of FFS's sub-batch: the spec's takes the largest sub-batch that fits
+    next to the running job; ``sub_batch="full"`` shares only at the solo micro-batch."""
+    a = pjob("A", "bert", 1, 12, 10_000)
+    n = pjob("N", "bert", 1, 12, 20_000)
+    snap = running_snapshot([(a, place(**{"node-1": [0]}), None)], [n],
+                            cluster=parse_cluster_spec("1x1"))
+    solo = job_profile(n).solo_b
+    assert APP_MEMORY["bert"].mem_gb(solo) * 2 > GPU_MEMORY_GB  # two full BERTs do not fit
+    (act,) = SjfFfs(UniformXi(1.0)).decide(snap, 0.0)
+    assert isinstance(act, Share) and act.settings.sub_batch_size < solo
+    assert act.settings.accumulation_steps > 1
+    assert SjfFfs(UniformXi(1.0), sub_batch="full").decide(snap, 0.0) == []
+    # without a memory limit both readings share at the solo micro-batch
+    for reading in ("largest-fitting", "full"):
+        (act,) = SjfFfs(UniformXi(1.0), memory_gb=None, sub_batch=reading).decide(snap, 0.0)
+        assert isinstance(act, Share) and act.settings.sub_batch_size == solo
+    with pytest.raises(ValueError, match="sub_batch"):
+        SjfFfs(sub_batch="half")  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------- 6: free GPUs first
 def test_free_gpus_first_means_exclusive_start():
     a = pjob("A", "cifar10", 2, 512, 5000)
