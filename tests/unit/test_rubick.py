@@ -41,7 +41,9 @@ from slurm_sched.perf.rubick_model import (
     measured_catalog,
     overlap,
     predict_ms,
+    predict_ms_jac,
     profiled_model,
+    sample_forward,
     speed_of,
 )
 from slurm_sched.policy.base import Policy
@@ -78,6 +80,31 @@ def test_overlap_function_limits():
     assert float(overlap(x, 0.0, 7.0)) == pytest.approx(x)
     assert float(overlap(0.0, 0.0, 3.0)) == 0.0
     assert np.isfinite(overlap(6e4, 5e4, 60.0))  # no overflow at large times and k
+
+
+def test_analytic_jacobian_matches_central_differences():
+    """The fit's Jacobian of Eq. 1, on every model's profiling samples (DP, ZeRO-Offload and 3D
+    rows) at random parameters inside the bounds, against central differences."""
+    rng = np.random.default_rng(5)
+    lo = np.maximum(LOWER, 1e-2)
+    for name in ("vit", "roberta", "bert", "t5", "gpt2", "llama7b"):
+        model, fwd = MODELS[name], profiled_model(name).fwd
+        feats = np.array([features(model, s.plan, s.shape, s.cpus_per_gpu,
+                                   sample_forward(model, s, fwd) or fwd)
+                          for s in load_profile(name)])
+        for _ in range(30):
+            theta = np.exp(np.log(lo) + rng.random(7) * (np.log(UPPER) - np.log(lo)))
+            pred, jac = predict_ms_jac(theta, feats)
+            np.testing.assert_allclose(pred, predict_ms(theta, feats), rtol=1e-12)
+            for i in range(7):
+                h = 1e-5 * max(1.0, theta[i])
+                up, down = theta.copy(), theta.copy()
+                up[i] += h
+                down[i] -= h
+                central = (predict_ms(up, feats) - predict_ms(down, feats)) / (2 * h)
+                # relative to the prediction's own scale (the gradient is often ~0)
+                err = np.abs(central - jac[:, i]) * max(1.0, theta[i]) / pred
+                assert err.max() < 1e-6, (name, i, theta, err.max())
 
 
 def test_zero_volume_rule():
