@@ -34,13 +34,23 @@ class PolicyInfo:
 
 
 def option_names(factory: PolicyFactory) -> tuple[str, ...]:
-    """The keyword parameters of a policy factory (a class or a ``functools.partial``)."""
+    """The keyword parameters of a policy factory (a class or a ``functools.partial``).
+
+    A class whose ``__init__`` passes ``**kwargs`` on to its base class also takes the base
+    class's options (after its own)."""
     try:
-        params = inspect.signature(factory).parameters.values()
+        params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # builtins without a signature take no options
         return ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return tuple(p.name for p in params if p.kind in kinds)
+    names = [p.name for p in params if p.kind in kinds]
+    cls = factory.func if isinstance(factory, functools.partial) else factory
+    if isinstance(cls, type) and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        base = next((b for b in cls.__mro__[1:] if "__init__" in vars(b)), object)
+        if base is not object:
+            fixed = set(factory.keywords) if isinstance(factory, functools.partial) else set()
+            names += [n for n in option_names(base) if n not in names and n not in fixed]
+    return tuple(names)
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}

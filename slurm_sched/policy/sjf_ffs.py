@@ -22,12 +22,11 @@ both in the interference sweep.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
-from slurm_sched.perf.sjf_bsbf_model import GPU_MEMORY_GB, Interference
+from slurm_sched.perf.sjf_bsbf_model import Interference
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.sjf import SjfKey
-from slurm_sched.policy.sjf_bsbf import A2Mode, Cand, SjfBsbf, _Candidate, _Lazy, _State
+from slurm_sched.policy.sjf_bsbf import Cand, SjfBsbf, _Candidate, _Lazy, _State
 
 FfsSubBatch = Literal["largest-fitting", "full"]
 
@@ -37,20 +36,12 @@ class SjfFfs(SjfBsbf):
     summary = ("SJF; when GPUs run short, shares the first GPUs holding one job (first fit), "
                "no benefit test (non-preemptive)")
 
-    def __init__(
-        self,
-        interference: Interference | None = None,
-        *,
-        memory_gb: float | None = GPU_MEMORY_GB,
-        a2: A2Mode = "exclusive",
-        sjf_key: SjfKey = "duration",
-        placement_aware: bool = True,
-        sub_batch: FfsSubBatch = "largest-fitting",
-    ) -> None:
+    def __init__(self, interference: Interference | None = None, *,
+                 sub_batch: FfsSubBatch = "largest-fitting", **options: Any) -> None:
+        """``options``: those of :class:`SjfBsbf` (``memory_gb``, ``a2``...)."""
         if sub_batch not in ("largest-fitting", "full"):
             raise ValueError(f"sub_batch must be 'largest-fitting' or 'full', got {sub_batch!r}")
-        super().__init__(interference, memory_gb=memory_gb, a2=a2, sjf_key=sjf_key,
-                         placement_aware=placement_aware)
+        super().__init__(interference, **options)
         self.sub_batch = sub_batch
 
     def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State

@@ -152,6 +152,13 @@ def test_registry_options_come_from_the_constructor():
     assert registry.info("fifo").options == ()
     with pytest.raises(InputError, match="has no option 'x'"):
         registry.create("fifo", {"x": 1})
+    # a subclass passing **options on to its base takes the base's options too
+    assert registry.info("sjf-ffs").options == (
+        "interference", "sub_batch", "memory_gb", "a2", "sjf_key", "placement_aware")
+    ffs = registry.create("sjf-ffs", {"sub_batch": "full", "memory_gb": None})
+    assert (ffs.sub_batch, ffs.memory_gb) == ("full", None)
+    with pytest.raises(InputError, match="has no option 'x'"):
+        registry.create("sjf-ffs", {"x": 1})
 
 
 def test_policies_options_flag_lists_options(capsys):
