@@ -1260,16 +1260,23 @@ class SlurmBackend(ClusterBackend):
             holders = self._holders.get((node, g), [])
             if len(holders) < 2 or (node, g) in own or (node, g) in self._exclusive:
                 continue
-            for h in holders:
-                view = self._views.get(h)
-                if (
-                    view is not None
-                    and view.spec.attrs.get("duration_source") == "hint"
-                    and view.remaining_s(now) <= SHARD_END_RISK_S
-                ):
-                    out[g] = h
-                    break
+            ending = self._ending_soon(holders, now)
+            if ending is not None:
+                out[g] = ending
         return out
+
+    def _ending_soon(self, holders: Iterable[str], now: float) -> str | None:
+        """One of ``holders`` expected to end within ``SHARD_END_RISK_S``, by its
+        ``duration_s`` hint (a job without one gives no reason to expect its end); or None."""
+        for h in holders:
+            view = self._views.get(h)
+            if (
+                view is not None
+                and view.spec.attrs.get("duration_source") == "hint"
+                and view.remaining_s(now) <= SHARD_END_RISK_S
+            ):
+                return h
+        return None
 
     def _check_share(self, jid: str, slot: Slot) -> int:
         """The GPU index on ``slot``'s node where Slurm will put a sharing (1-shard) job."""
@@ -1281,6 +1288,7 @@ class SlurmBackend(ClusterBackend):
         # a GPU whose shard usage Slurm 22.05.8 lost has all its shards free in Slurm's view:
         # the share goes there (and must fit there) even when the GPU is full in reality
         lost = self._slurm_lost_usage(node)
+        now = self.clock()
         # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
         for idx in range(self.cluster.by_name[node].num_gpus):
             s = (node, idx)
@@ -1295,8 +1303,10 @@ class SlurmBackend(ClusterBackend):
                         f"job {','.join(flying)} is pinned to GPU {node}:{idx} but not started "
                         f"yet; Slurm could put job {jid}'s shard there first; retry"
                     )
+                self._refuse_if_freed_below(jid, s, now)
                 continue
             if idx not in lost and spg - self._shard_use.get(s, 0) < need:
+                self._refuse_if_freed_below(jid, s, now)
                 continue
             if idx == g:
                 return g
@@ -1309,6 +1319,23 @@ class SlurmBackend(ClusterBackend):
             self._shareable(jid, s, other)
             return idx  # another GPU with room for one more job: shared there instead
         raise ActionRejected(f"no free shard on GPU {node}:{g}")
+
+    def _refuse_if_freed_below(self, jid: str, slot: Slot, now: float) -> None:
+        """Refuse a Share while a full GPU below its target has a holder about to end.
+
+        Slurm allocates the pinned shard a moment later: if that holder ends first, the GPU is
+        empty (an exclusive job ended) or its shard usage is lost (22.05.8, a sharer ended), and
+        Slurm puts the shard there instead, next to jobs this backend does not expect (seen in
+        the integration suite: three 1-shard jobs on one GPU at C = 2; a shard on the GPU an
+        exclusive job had just left, which then pushed the next exclusive start onto a shared
+        GPU)."""
+        ending = self._ending_soon(self._holders.get(slot, ()), now)
+        if ending is not None:
+            node, idx = slot
+            raise ActionRejected(
+                f"job {ending} on GPU {node}:{idx} ends within {SHARD_END_RISK_S:.0f}s: Slurm "
+                f"could then put job {jid}'s shard there, not where expected; retry"
+            )
 
     def _slurm_used(self, node: str) -> set[int] | None:
         """GPU indices of ``node`` that Slurm's fresh per-node view (``sinfo``) counts as used,

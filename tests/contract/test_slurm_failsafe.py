@@ -398,6 +398,36 @@ def test_share_is_refused_where_slurm_lost_a_full_gpus_shard_usage(tmp_path: Pat
     assert r.ok, r.error
 
 
+def test_share_waits_while_a_full_gpu_below_its_target_is_about_to_free_up(
+    tmp_path: Path,
+) -> None:
+    """a100-2:0 is full (31 and 39, C = 2); a Share joins 66 on a100-2:1. If 39 ends before
+    Slurm allocates the shard, GPU 0 has room (or, 22.05.8, no shard usage at all) and Slurm
+    puts the shard there instead (the integration suite saw three 1-shard jobs on one GPU):
+    the Share waits while 39 is about to end, and goes through when it is not."""
+    running = {"job_state": "RUNNING", "state_reason": "None", "nodes": "a100-2",
+               "tres_per_node": "gres:shard:3", "gres_detail": ["shard:a100:3(IDX:1)"],
+               "job_resources": {"nodes": "a100-2", "allocated_nodes": [{"nodename": "a100-2"}]}}
+    hint = '{"v":1,"duration_s":%d}'
+    ran_s = NOW - recorded_job("39")["start_time"]
+    share = Share(job_id="65", placement=Placement.of({"a100-2": [1]}))
+    for ends_in_s, ok in ((5, False), (3600, True)):
+        doc = squeue_with(
+            ("39", {"comment": hint % (ran_s + ends_in_s)}),
+            ("65", {**LEASED_1_GPU, "tres_per_node": "gres:shard:1"}),
+            ("66", {**recorded_job("31"), **running, "job_id": 66}),
+        )  # fmt: skip
+        backend, runner = make(doc, tmp_path / str(ends_in_s), max_jobs_per_gpu=2)
+        [a100_2] = [n for n in runner.sinfo["nodes"] if n["name"] == "a100-2"]
+        a100_2["gres_used"] = "gpu:a100:1(IDX:2),shard:a100:7(IDX:0-1)"
+        backend.snapshot()
+        [r] = backend.apply([share])
+        assert r.ok is ok, r
+        if not ok:
+            assert "job 39 on GPU a100-2:0 ends within 30s" in (r.error or ""), r
+            assert not any(line.startswith("update JobId=65") for line in runner.lines)
+
+
 def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path) -> None:
     backend, runner = make(recorded("squeue_mixed.json"), tmp_path, dry_run=True)
     backend.snapshot()
