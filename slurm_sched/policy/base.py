@@ -67,6 +67,9 @@ class Policy(abc.ABC):
     #: Name of the progress model (``slurm_sched.perf.registry``) of the world the policy was
     #: evaluated in; the simulator uses it unless told otherwise. None = identity.
     progress_model: ClassVar[str | None] = None
+    #: Constructor options of a base class that this class sets itself (a variant such as
+    #: Muri-S fixing ``know_duration``): the registry does not offer them (``create`` refuses).
+    fixed_options: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -1402,6 +1402,7 @@ class GandivaFairNoTrade(GandivaFair):
 
     name = "gandiva-fair-notrade"
     summary = "Gandiva_fair without GPU trading (base per-pool entitlements)"
+    fixed_options = ("trading",)
 
     def __init__(self, tickets: Mapping[str, float] | None = None, **kwargs: object) -> None:
         kwargs["trading"] = False

@@ -887,6 +887,7 @@ class MuriS(Muri):
     name = "muri-s"
     summary = "Muri-S: SRSF priority (durations known), Blossom interleaving groups of <= 4"
     clairvoyant = True
+    fixed_options = ("know_duration",)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(know_duration=True, **kw)  # type: ignore[arg-type]
@@ -895,6 +896,7 @@ class MuriS(Muri):
 class MuriL(Muri):
     name = "muri-l"
     summary = "Muri-L: 2D-LAS priority (durations unknown), Blossom interleaving groups of <= 4"
+    fixed_options = ("know_duration",)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(know_duration=False, **kw)  # type: ignore[arg-type]

@@ -48,7 +48,9 @@ def option_names(factory: PolicyFactory) -> tuple[str, ...]:
     if isinstance(cls, type) and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         base = next((b for b in cls.__mro__[1:] if "__init__" in vars(b)), object)
         if base is not object:
-            fixed = set(factory.keywords) if isinstance(factory, functools.partial) else set()
+            fixed = set(getattr(cls, "fixed_options", ()))
+            if isinstance(factory, functools.partial):
+                fixed |= set(factory.keywords)
             names += [n for n in option_names(base) if n not in names and n not in fixed]
     return tuple(names)
 

@@ -159,6 +159,12 @@ def test_registry_options_come_from_the_constructor():
     assert (ffs.sub_batch, ffs.memory_gb) == ("full", None)
     with pytest.raises(InputError, match="has no option 'x'"):
         registry.create("sjf-ffs", {"x": 1})
+    # ... except those the subclass sets itself (Muri-S's know_duration, no-trade's trading)
+    assert registry.create("muri-s", {"interval_s": 5.0}).interval_s == 5.0
+    for name, fixed in (("muri-s", "know_duration"), ("gandiva-fair-notrade", "trading")):
+        assert fixed not in registry.info(name).options
+        with pytest.raises(InputError, match=f"has no option '{fixed}'"):
+            registry.create(name, {fixed: True})
 
 
 def test_policies_options_flag_lists_options(capsys):
