@@ -210,8 +210,8 @@ def xi_sweep(seeds: int, memory: bool, jobs: int = 240,
             specs = generate_jobs(jobs, seed)
             mem = GPU_MEMORY_GB if memory else None
             ffs = SjfFfs(UniformXi(x), memory_gb=mem, sub_batch=ffs_sub_batch)
-            for name, policy in (("sjf-ffs", ffs), ("sjf-bsbf", SjfBsbf(UniformXi(x),
-                                                                         memory_gb=mem))):
+            bsbf = SjfBsbf(UniformXi(x), memory_gb=mem)
+            for name, policy in (("sjf-ffs", ffs), ("sjf-bsbf", bsbf)):
                 r = run(specs, policy, SjfBsbfWorld(UniformXi(x)))
                 rows[key][name].append(r["avg_jct_h"])
         ratio = [b / f for b, f in zip(rows[key]["sjf-bsbf"], rows[key]["sjf-ffs"], strict=True)]
