@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -145,6 +145,8 @@ class JobModel:
     version: int
     #: memo of :meth:`sigma_plus` (a pure function of the curve; job models are shared)
     _sp: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
+    _by_speed: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
+    _by_size: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def rigid(self) -> bool:
@@ -169,6 +171,21 @@ class JobModel:
 
     def smallest_valid(self) -> int:
         return self.valid[0] if self.valid else self.cap
+
+    def by_speed(self) -> list[tuple[float, Cand]]:
+        """(speed, candidate), fastest first (memoised)."""
+        if self._by_speed is None:
+            self._by_speed = sorted(((self.speed[c], c) for c in self.cands),
+                                    key=lambda o: -o[0])
+        return self._by_speed
+
+    def by_size(self) -> list[tuple[float, Cand]]:
+        """(speed, candidate) by fewest GPUs, then fastest, then plan order, ties in candidate
+        order: GET_BEST_PLAN's order within a flatness class (memoised)."""
+        if self._by_size is None:
+            self._by_size = sorted(((self.speed[c], c) for c in self.cands), key=lambda o: (
+                o[1].gpus, -o[0], plan_order(o[1].plan) if o[1].plan else 0))
+        return self._by_size
 
 
 # ============================================================================ allocations
@@ -269,8 +286,9 @@ class State:
         self.order = [n.name for n in nodes]
         self.pos = {n: i for i, n in enumerate(self.order)}
         self.alloc: dict[str, Alloc | None] = {}
-        #: (job, its previous allocation, the versions of the nodes the change touched)
-        self.journal: list[tuple[str, Alloc | None, list[tuple[str, int]]]] = []
+        #: (job, its previous allocation, the versions of the nodes the change touched, the
+        #: state's number before the change)
+        self.journal: list[tuple[str, Alloc | None, list[tuple[str, int]], int]] = []
         #: free GPUs per node, indexed (best fit / most free without scanning every node);
         #: kept in step by :meth:`set`, the only writer of ``free_gpus``
         self.free_index = CountIndex({n.name: len(n.free_gpus) for n in nodes})
@@ -280,6 +298,9 @@ class State:
         #: number is the node's
         self.version = dict.fromkeys(self.order, 0)
         self._clock = 0
+        #: the same for the whole state: a new number on every change, the earlier one back on
+        #: a rollback (so equal numbers mean equal states: a pass's failures are keyed on it)
+        self.gen = 0
         #: free GPUs per node in cluster order (the walk's vectorised skipping)
         self.free_arr = np.array([len(n.free_gpus) for n in nodes], dtype=np.int64)
         #: per ``privileged`` flag, the sigma-minus of each node's lowest donor for the node's
@@ -301,13 +322,15 @@ class State:
         if record:
             version = self.version
             self.journal.append((job_id, old, [
-                (n, version[n]) for a in (old, new) if a is not None for n, _ in a.gpus]))
+                (n, version[n]) for a in (old, new) if a is not None for n, _ in a.gpus],
+                self.gen))
+        touched: list[str] = []  # each node once (a job resized on a node is on both lists)
         if old is not None:
             for n, g in old.gpus:
                 st = self.nodes[n]
                 st.free_gpus.update(g)
                 st.jobs.discard(job_id)
-                self._touched(n, st)
+                touched.append(n)
             for n, c in old.cpus:
                 self.nodes[n].free_cpus += c
             for n, m in old.mem:
@@ -316,25 +339,31 @@ class State:
         if new is not None:
             for n, g in new.gpus:
                 st = self.nodes[n]
-                if not set(g) <= st.free_gpus:
+                if not st.free_gpus.issuperset(g):
                     raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
                 st.free_gpus.difference_update(g)
                 st.jobs.add(job_id)
-                self._touched(n, st)
+                if n not in touched:
+                    touched.append(n)
             for n, c in new.cpus:
                 self.nodes[n].free_cpus -= c
             for n, m in new.mem:
                 self.nodes[n].free_mem -= m
+        for n in touched:
+            self._touched(n, self.nodes[n])
+        self._clock += 1
+        self.gen = self._clock
 
     def mark(self) -> int:
         return len(self.journal)
 
     def rollback(self, mark: int) -> None:
         while len(self.journal) > mark:
-            job_id, old, versions = self.journal.pop()
+            job_id, old, versions, gen = self.journal.pop()
             self.set(job_id, old, record=False)
             for n, v in reversed(versions):
                 self.version[n] = v
+            self.gen = gen
 
 
 # ============================================================================ embedding
@@ -429,6 +458,30 @@ def fill_in_order(order: Iterable[str], avail: Callable[[str], int], gpus: int
     return None
 
 
+def in_flatness_order(by_speed: Iterable[tuple[float, Cand]],
+                      by_size: Iterable[tuple[float, Cand]],
+                      fit: Callable[[Cand], dict[str, int] | None]
+                      ) -> Iterator[tuple[float, Cand, dict[str, int]]]:
+    """(speed, candidate, embedding) of the candidates that fit, in the order of the 1%
+    flatness rule [X]: those within 1% of the fastest that fits first, then the others, each
+    part in ``by_size`` order (fewest GPUs first...). ``by_speed`` holds the same candidates,
+    fastest first, and ``by_size`` must be iterable twice.
+
+    Lazy: ``fit`` (an embedding, or None) is asked for the fastest candidates until one fits,
+    then along ``by_size`` only as far as the caller reads, where sorting every fit would
+    embed every candidate (a big cluster's pass asks this for thousands of jobs)."""
+    best = next((s for s, c in by_speed if fit(c) is not None), None)
+    if best is None:
+        return
+    bar = (1 - EPS_FLAT) * best
+    for flat in (True, False):
+        for s, c in by_size:
+            if (s >= bar) is flat:
+                emb = fit(c)
+                if emb is not None:
+                    yield s, c, emb
+
+
 class _Skip:
     """Membership in either of two collections (nodes to skip)."""
 
@@ -510,9 +563,12 @@ class Rubick(Policy):
         #: Reallocations of the last pass: (receiver, donor, sigma+, sigma-, receiver urgent)
         self.moves: list[tuple[str, str, float, float, bool]] = []
         self._step_cache: dict[tuple, tuple | None] = {}
+        self._step_by_kind: dict[tuple, tuple | None] = {}  # one-node donors (_step_down)
         self._donor_cache: dict[tuple, tuple | None] = {}
         self._donor_content: dict[tuple, tuple | None] = {}  # the same by node content
         self._cpu_memo: dict[tuple, int] = {}  # _choose_cpus of the pass
+        #: queued jobs of the pass that got nothing, by what decided it (see _schedule_job)
+        self._failed: set[tuple] = set()
         # JobModels by their inputs (pure functions of the job's info, the predictor version
         # and the cluster): jobs of one kind share one (thousands of jobs, a few hundred kinds)
         self._shared_models: dict[tuple, tuple[JobInfo | None, JobModel]] = {}
@@ -739,9 +795,11 @@ class Rubick(Policy):
         self.moves = []
         self.overrides = set()
         self._step_cache = {}
+        self._step_by_kind = {}
         self._donor_cache = {}
         self._donor_content = {}
         self._cpu_memo = {}
+        self._failed.clear()
         self._observe(snapshot, now_s)
         if not snapshot.jobs:
             return []
@@ -1026,6 +1084,29 @@ class Rubick(Policy):
                 and self._speed_alloc(jm, cur) >= (1 - EPS_FLAT) * jm.curve[
                     min(x0, len(jm.curve) - 1)]):
             return False  # saturated, on its best plan, nothing free: nothing to gain
+        # A queued job's outcome is a function of the state and of what the key names (its
+        # model, class, floors, CPU request; the job's identity plays no part, as it holds
+        # nothing): when a job with the same key got nothing in this very state, neither does
+        # this one. Thousands of queued jobs of a few hundred kinds fail in a row once the
+        # cluster is full; a failure leaves the state (and its number) as it was.
+        failed_key = None
+        if cur is None:
+            failed_key = (state.gen, id(jm), j.guaranteed, j.min_gpus, j.min_cpg, j.starving,
+                          privileged, j.view.spec.num_cpus if jm.info is None else None)
+            if failed_key in self._failed:
+                return False
+        changed = self._schedule_job_in(snapshot, state, jobs, j, privileged, cur, cap,
+                                        urgent_floor)
+        if not changed and failed_key is not None:
+            self._failed.add(failed_key)
+        return changed
+
+    def _schedule_job_in(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
+                         j: _Job, privileged: bool, cur: Alloc | None, cap: int,
+                         urgent_floor: int) -> bool:
+        """SCHEDULE_JOB past its quick exits: walk, choose, re-take, commit or roll back."""
+        jid = j.view.job_id
+        x0 = cur.total if cur else 0
         mark = state.mark()
         own = cur.counts() if cur else {}
         steals: list[tuple[str, str, float, float, bool]] = []  # node, donor, s+, s-, urgent
@@ -1092,33 +1173,23 @@ class Rubick(Policy):
         (plus ALLOC_MEM)."""
         jm = j.jm
         info = jm.info
-        fits = []
         avail_total = state.free_index.total + sum(own.values())
+        least = j.min_gpus if j.guaranteed else 0
         # the embedding depends on the shape only (plans share it): once per shape
         embs: dict[tuple[Shape | None, int], dict[str, int] | None] = {}
-        for c in jm.cands:
-            if c.gpus > avail_total:
-                continue
-            if j.guaranteed and c.gpus < j.min_gpus:
-                continue
+
+        def fit(c: Cand) -> dict[str, int] | None:
+            if c.gpus > avail_total or c.gpus < least:
+                return None
             sk = (c.shape, c.gpus)
-            if sk in embs:
-                emb = embs[sk]
-            else:
-                emb = embs[sk] = embed_free(c.shape, c.gpus, own, state)
-            if emb is None:
-                continue
-            fits.append((jm.speed[c], c, emb))
-        if not fits:
-            return None
-        best_s = max(f[0] for f in fits)
-        # 1% flatness: the fewest GPUs within 1% of the best, then the faster, then plan order
-        fits.sort(key=lambda f: (f[0] < (1 - EPS_FLAT) * best_s, f[1].gpus, -f[0],
-                                 plan_order(f[1].plan) if f[1].plan else 0))
+            if sk not in embs:
+                embs[sk] = embed_free(c.shape, c.gpus, own, state)
+            return embs[sk]
+
         own_cpu = dict(cur.cpus) if cur else {}
         own_mem = dict(cur.mem) if cur else {}
         c_maxes: dict[int, int] = {}  # by embedding (fits of one shape share it)
-        for _, c, emb in fits:
+        for _, c, emb in in_flatness_order(jm.by_speed(), jm.by_size(), fit):
             cpg = self._choose_cpus(state, j, c, emb, own, cur, own_cpu, c_maxes)
             if cpg is None:
                 continue
@@ -1259,9 +1330,34 @@ class Rubick(Policy):
                    urgent: bool) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
         a = state.alloc.get(d.view.job_id)
         key = (d.view.job_id, node, a)
-        if key not in self._step_cache:
-            self._step_cache[key] = self._step_down_uncached(state, d, node)
-        return self._step_cache[key]
+        got = self._step_cache.get(key, _MISS)
+        if got is _MISS:
+            if a is not None and len(a.gpus) == 1:
+                got = self._step_down_one_node(state, d, node, a)
+            else:
+                got = self._step_down_uncached(state, d, node)
+            self._step_cache[key] = got
+        return got  # type: ignore[return-value]
+
+    def _step_down_one_node(self, state: State, d: _Job, node: str, a: Alloc
+                            ) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
+        """:meth:`_step_down_uncached` of a donor on one node: there the answer does not
+        depend on which node it is (a step keeps the donor on its node), so donors of one kind
+        in one configuration (most jobs of a big cluster) share it, renamed to the node."""
+        (home, _), = a.gpus
+        if home != node:
+            return None  # nothing to free there
+        key = (id(d.jm), a.cand, a.cpus_per_gpu, d.guaranteed, d.starving, d.min_gpus)
+        got = self._step_by_kind.get(key, _MISS)
+        if got is _MISS:
+            got = self._step_by_kind[key] = self._step_down_uncached(state, d, node)
+        if got is None:
+            return None
+        (cand, emb), sigma = got  # type: ignore[misc]
+        if emb:  # {the node it was computed on: GPUs kept}; {} is a preemption
+            (kept,) = emb.values()
+            emb = {node: kept}
+        return (cand, emb), sigma
 
     def _step_down_uncached(self, state: State, d: _Job, node: str
                             ) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
@@ -1283,29 +1379,35 @@ class Rubick(Policy):
         reduced[node] = counts.get(node, 0) - 1
         if reduced[node] < 0:
             return None
-        options = []
         if not d.jm.rigid:
             # prefer keeping GPUs off `node`: give it the lowest priority
             pref = {n: k for n, k in reduced.items() if n != node}
             # (embed compares positions of ``reduced``'s nodes only: their order suffices)
             order = sorted((n for n in reduced if n != node), key=state.pos.__getitem__)
             order.append(node)
+            below = []  # (speed, candidate) of the configurations below x, candidate order
             for c in d.jm.cands:
                 if c.gpus >= x or c.gpus < floor:
                     continue
                 s = self.speed(d.jm.info, c, a.cpus_per_gpu, d.jm.t_ref)  # type: ignore[arg-type]
                 if d.guaranteed and s < 1.0 - self.sla_margin - 1e-9:
                     continue
-                emb = embed(c.shape, c.gpus, reduced, pref, order)
-                if emb is not None:
-                    options.append((s, c, emb))
-        if options:
-            best_s = max(o[0] for o in options)
-            # the next valid point below: the fewest GPUs within 1% of the best below x
-            options.sort(key=lambda o: (o[0] < (1 - EPS_FLAT) * best_s, o[1].gpus, -o[0]))
-            s, c, emb = options[0]
-            sigma = 0.0 if s >= s_cur else (s_cur - s) / (x - c.gpus)
-            return (c, emb), sigma
+                below.append((s, c))
+            embs: dict[tuple[Shape | None, int], dict[str, int] | None] = {}
+
+            def fit(c: Cand) -> dict[str, int] | None:
+                sk = (c.shape, c.gpus)
+                if sk not in embs:
+                    embs[sk] = embed(c.shape, c.gpus, reduced, pref, order)
+                return embs[sk]
+
+            # the next valid point below: the fewest GPUs within 1% of the best that fits
+            # below x (then the faster)
+            for s, c, emb in in_flatness_order(sorted(below, key=lambda o: -o[0]),
+                                               sorted(below, key=lambda o: (o[1].gpus, -o[0])),
+                                               fit):
+                sigma = 0.0 if s >= s_cur else (s_cur - s) / (x - c.gpus)
+                return (c, emb), sigma
         if d.guaranteed or d.starving:
             return None
         return (None, {}), s_cur / x  # preemption of a best-effort job
@@ -1395,20 +1497,21 @@ class Rubick(Policy):
         out: list[Action] = list(preempts)
         for act in preempts:
             holds.release(act.job_id)
-        todo = list(moves)
+        todo = moves
         while todo:
-            progressed = False
-            for item in list(todo):
+            left = []  # in order, those whose GPUs are still held by another job
+            for item in todo:
                 jid, new, settings, running = item
                 if holds.take([(n, i) for n, g in new.gpus for i in g], jid):
                     out.append(self._place_action(jobs[jid], new, settings, running))
-                    todo.remove(item)
-                    progressed = True
-            if not progressed:
-                jid = todo[0][0]
+                else:
+                    left.append(item)
+            if len(left) == len(todo):
+                jid = left[0][0]
                 out.append(Preempt(job_id=jid, reason="rubick: break a placement cycle"))
                 holds.release(jid)
-                todo[0] = (jid, todo[0][1], todo[0][2], False)
+                left[0] = (jid, left[0][1], left[0][2], False)
+            todo = left
         return out
 
     def _place_action(self, j: _Job, a: Alloc, settings: JobSettings, running: bool) -> Action:

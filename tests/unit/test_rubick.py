@@ -705,10 +705,29 @@ def _lowest_donor_by_version(self, snapshot, state, jobs, node, receiver, privil
 
 
 def _rollback_fresh_versions(self, mark):
-    """Rollback as first written: undone nodes get new version numbers (no cache reuse)."""
+    """Rollback as first written: undone nodes (and the state) get new numbers (no reuse of
+    cached answers or of failures)."""
     while len(self.journal) > mark:
-        job_id, old, _ = self.journal.pop()
+        job_id, old, _, _ = self.journal.pop()
         self.set(job_id, old, record=False)
+
+
+def _flatness_order_eager(by_speed, by_size, fit):
+    """The flatness order as first written: embed every candidate, then sort the fits."""
+    from slurm_sched.policy.rubick import EPS_FLAT
+
+    fits = [(s, c, fit(c)) for s, c in by_size]
+    fits = [f for f in fits if f[2] is not None]
+    if fits:
+        best = max(f[0] for f in fits)
+        yield from sorted(fits, key=lambda f: f[0] < (1 - EPS_FLAT) * best)
+
+
+class _Forgetful(set):
+    """A set that keeps nothing: no failure of a pass is reused."""
+
+    def add(self, item):
+        return None
 
 
 def _busy_snapshot(seed: int, nodes: int = 16, pending: int = 160, running: int = 60
@@ -751,10 +770,11 @@ def _busy_snapshot(seed: int, nodes: int = 16, pending: int = 160, running: int 
 @pytest.mark.parametrize("small_cluster", [0, 64])
 def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monkeypatch):
     """The walk's array skipping (``small_cluster`` 0: used on every cluster), version reuse
-    after rollbacks, donor answers by node content and shared per-name prediction tables
-    (issue #10) decide exactly what the one-by-one walk with fresh versions, version-keyed
-    donors and per-model tables decides, over two passes (cold, then after observations and
-    refits)."""
+    after rollbacks, donor answers by node content, shared per-name prediction tables, step-downs
+    shared by one-node donors of a kind, the lazy flatness order and the reuse of a queued
+    kind's failure (issue #10) decide exactly what the one-by-one walk with fresh versions,
+    version-keyed donors, per-model tables, per-donor step-downs, fully sorted fits and no
+    failure reuse decides, over two passes (cold, then after observations and refits)."""
     from slurm_sched.policy import rubick
     from slurm_sched.policy.rubick import State
 
@@ -767,8 +787,12 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
         m.setattr(Rubick, "_walk", _walk_one_by_one)
         m.setattr(State, "rollback", _rollback_fresh_versions)
         m.setattr(Rubick, "_lowest_donor", _lowest_donor_by_version)
+        m.setattr(Rubick, "_step_down_one_node",
+                  lambda self, state, d, node, a: self._step_down_uncached(state, d, node))
+        m.setattr(rubick, "in_flatness_order", _flatness_order_eager)
         plain = Rubick(variant=variant)
         plain._name_keyed = False
+        plain._failed = _Forgetful()
         want = [plain.decide(_busy_snapshot(seed), _busy_snapshot(seed).now_s)
                 for _ in range(2)]
     assert got == want
