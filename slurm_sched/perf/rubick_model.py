@@ -737,6 +737,9 @@ def sample_forward(model: ModelSpec, s: ProfileSample, fwd: ForwardProfile) -> f
     return s.fwd_ms if 1 / 3 <= s.fwd_ms / est <= 3 else None
 
 
+_NO_ROW = object()  # PerfModel.rows: not computed yet (None is an answer)
+
+
 @dataclass
 class PerfModel:
     """A fitted model of one model type: predicts T_iter (ms) of any configuration."""
@@ -744,15 +747,30 @@ class PerfModel:
     model: ModelSpec
     fwd: ForwardProfile
     fit: FitResult
+    #: :func:`features` by configuration: they do not depend on the fit, so a refitted model
+    #: of the same model and forward profile shares them (see :meth:`refitted`)
+    rows: dict[Config, np.ndarray | None] = field(default_factory=dict, repr=False,
+                                                   compare=False)
+
+    def refitted(self, fit: FitResult) -> PerfModel:
+        """The same model with another fit (the feature rows carry over)."""
+        return PerfModel(self.model, self.fwd, fit, self.rows)
+
+    def _row(self, plan: Plan, shape: Shape, cpus_per_gpu: float) -> np.ndarray | None:
+        key = (plan, shape, float(cpus_per_gpu))
+        got = self.rows.get(key, _NO_ROW)
+        if got is _NO_ROW:
+            got = self.rows[key] = features(self.model, plan, shape, cpus_per_gpu, self.fwd)
+        return got  # type: ignore[return-value]
 
     def iter_ms(self, plan: Plan, shape: Shape, cpus_per_gpu: float) -> float | None:
-        row = features(self.model, plan, shape, cpus_per_gpu, self.fwd)
+        row = self._row(plan, shape, cpus_per_gpu)
         if row is None:
             return None
         return float(predict_ms(self.fit.theta, row[None, :])[0])
 
     def iter_ms_many(self, configs: Sequence[tuple[Plan, Shape, float]]) -> list[float | None]:
-        rows = [features(self.model, p, s, c, self.fwd) for p, s, c in configs]
+        rows = [self._row(p, s, c) for p, s, c in configs]
         ok = [r for r in rows if r is not None]
         if not ok:
             return [None] * len(rows)
@@ -955,7 +973,7 @@ class Predictor(abc.ABC):
         return None
 
 
-def _cpu_key(plan: Plan, cpus_per_gpu: float) -> float:
+def cpu_key(plan: Plan, cpus_per_gpu: float) -> float:
     """CPUs matter only to ZeRO-Offload (paper §4.1): other plans share one key (0)."""
     return float(cpus_per_gpu) if plan.offload else 0.0
 
@@ -1012,13 +1030,13 @@ class FittedPredictor(Predictor):
         pred = self.perf_model(model).iter_ms_many([(p, s, c) for p, s in configs])
         out: list[float | None] = []
         for (p, s), ms in zip(configs, pred, strict=True):
-            hit = obs.get((p, s, _cpu_key(p, c)))
+            hit = obs.get((p, s, cpu_key(p, c)))
             out.append(hit if hit is not None else (None if ms is None else ms / 1000.0))
         return out
 
     def observe(self, model: ModelSpec, plan: Plan, shape: Shape, cpus_per_gpu: float,
                 iter_s: float) -> None:
-        key = (plan, shape, _cpu_key(plan, cpus_per_gpu))
+        key = (plan, shape, cpu_key(plan, cpus_per_gpu))
         obs = self._observed.setdefault(model.name, {})
         old = obs.get(key)
         if old is not None and abs(old - iter_s) <= 1e-6 * iter_s:
@@ -1046,7 +1064,7 @@ class FittedPredictor(Predictor):
             except ValueError as e:
                 log.warning("online refit of %s failed: %s", name, e)
                 continue
-            self._models[name] = PerfModel(model, pm.fwd, fit)
+            self._models[name] = pm.refitted(fit)
             self._versions[name] = self.model_version(name) + 1
             self.refits += 1
             done.append(name)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -79,6 +80,7 @@ from slurm_sched.perf.rubick_model import (
     Predictor,
     Shape,
     accumulation_steps,
+    cpu_key,
     enumerate_plans,
     host_memory_gb,
     job_info,
@@ -845,7 +847,13 @@ class Rubick(Policy):
 
     # ------------------------------------------------------------------ observation
     def _observe(self, snapshot: ClusterSnapshot, now_s: float) -> None:
-        """Running jobs report iteration times; refit models that disagree [P §4.3]."""
+        """Running jobs report iteration times; refit models that disagree [P §4.3].
+
+        The reports of one configuration (as the predictor files them) are merged into their
+        median before the predictor sees them: jobs running one configuration at different
+        speeds would otherwise overwrite each other in snapshot order, and every pass over an
+        unchanged cluster would then refit the model (and rebuild the curves of its jobs)."""
+        reports: dict[tuple, tuple[ModelSpec, Plan, Shape, float, list[float]]] = {}
         for view in snapshot.running:
             info = self.info(view)
             if info is None or (view.spec.iterations or 0) < MIN_OBS_ITERATIONS:
@@ -859,7 +867,14 @@ class Rubick(Policy):
             cand, cpg = self._cur_cand(view, jm)
             if cand.plan is None or cand.shape is None:
                 continue
-            self.predictor.observe(info.model, cand.plan, cand.shape, float(cpg), t)
+            key = (info.model.name, cand.plan, cand.shape, cpu_key(cand.plan, cpg))
+            got = reports.get(key)
+            if got is None:
+                reports[key] = (info.model, cand.plan, cand.shape, float(cpg), [t])
+            else:
+                got[4].append(t)
+        for model, plan, shape, cpg, times in reports.values():
+            self.predictor.observe(model, plan, shape, cpg, statistics.median(times))
         refit = getattr(self.predictor, "refit_pending", None)
         if refit is not None:
             refit()

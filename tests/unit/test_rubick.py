@@ -220,6 +220,33 @@ def test_online_refit_after_a_bad_prediction():
     assert pred.refit_pending() == []  # within 10%: no refit
 
 
+def test_reports_of_one_configuration_are_merged_and_a_quiet_cluster_is_not_refitted():
+    """Three jobs run ViT with DP on 2 GPUs at different speeds: the predictor is told their
+    median, not whichever came last, and a later pass over the same state refits nothing
+    (every pass refitted when the reports overwrote each other in snapshot order)."""
+    from slurm_sched.model import JobView, Placement
+
+    cluster = a800(3)
+    now = 7200.0
+    views = []
+    for i, duration in enumerate((1000.0, 1600.0, 4000.0)):  # 1.0 / 1.6 / 4.0 s per iteration
+        spec = rjob(f"j{i}", "vit", 2, "ga", duration=duration, iterations=1000)
+        views.append(JobView(spec=spec, state=JobState.RUNNING,
+                             placement=Placement.of({f"n{i + 1}": [0, 1]}), first_start_s=0.0,
+                             accounted_at_s=now, executed_s=now, work_done_s=500.0, rate=1.0))
+    snap = ClusterSnapshot(now_s=now, cluster=cluster, jobs=tuple(views))
+    pol = Rubick(predictor="fitted")
+    pol.decide(snap, now)  # the first pass builds the job models; the next one observes
+    pol.decide(snap, now)
+    pred = pol.predictor
+    (plan, shape, _), = pred._observed["vit"]
+    assert pred._observed["vit"][(plan, shape, 0.0)] == pytest.approx(1.6)
+    refits, version = pred.refits, pred.model_version("vit")
+    assert refits == 1
+    pol.decide(snap, now)
+    assert (pred.refits, pred.model_version("vit")) == (refits, version)
+
+
 # =============================================================================== §8.6-8
 def _policy_model(job: JobSpec, cluster: Cluster, predictor="oracle"):
     pol = Rubick(predictor=predictor)
