@@ -576,6 +576,8 @@ class Rubick(Policy):
         self._shared_models: dict[tuple, tuple[JobInfo | None, JobModel]] = {}
         self._shared_cluster: object = None
         self._shared_cands: dict[JobInfo, list[Cand]] = {}  # same cluster as the models
+        #: the models by request alone (tenant and class cleared) and predictor version
+        self._shared_curves: dict[tuple[JobInfo, int], JobModel] = {}
         self._sizes_memo: tuple[Cluster, list[int], int | None] | None = None
         #: Locked jobs reconfigured in the last pass to honour a guarantee [A8]
         self.overrides: set[str] = set()
@@ -684,6 +686,7 @@ class Rubick(Policy):
         if cluster is not self._shared_cluster:
             if cluster != self._shared_cluster:
                 self._shared_models.clear()
+                self._shared_curves.clear()
                 self._shared_cands.clear()
             self._shared_cluster = cluster
         key: tuple = (info, version) if info is not None else (view.spec.num_gpus, version)
@@ -704,26 +707,40 @@ class Rubick(Policy):
             c_curve = max(1, min(round(info.req_cpus_per_gpu),
                                  min_cpn if min_cpn is not None else 1))
             fitted = self._fit_request(info, snapshot)
-            t_ref = self.t_ref(fitted)
-            # the candidates do not depend on the predictor: kept across model versions
-            cands = self._shared_cands.get(fitted)
-            if cands is None:
-                if len(self._shared_cands) > 65_536:
-                    self._shared_cands.clear()
-                cands = self._shared_cands[fitted] = self._candidates(fitted, snapshot)
-            speed = {c: self.speed(fitted, c, c_curve, t_ref) for c in cands}
-            cands = [c for c in cands if speed[c] > 0]
-            if not cands:
-                jm = _rigid_model(view.spec.num_gpus, total, version)
-                fitted = None  # nothing of the plan space fits: treat as rigid
+            # The curve (candidates, speeds, cap) is the same for every tenant and class: jobs
+            # of one request that differ only there share it and keep their own info.
+            ckey = (replace(fitted, guaranteed=False, tenant=""), version)
+            base = self._shared_curves.get(ckey)
+            if base is None:
+                base = self._shared_curves[ckey] = self._new_model(
+                    fitted, snapshot, view.spec.num_gpus, c_curve, total, version)
+            if base.info is None:
+                jm, fitted = base, None  # nothing of the plan space fits: treat as rigid
             else:
-                jm = _curve_model(fitted, cands, speed, total, c_curve, t_ref, version)
+                jm = replace(base, info=fitted)  # (the memos are shared too: pure functions)
             self._infos[jid] = fitted
         if len(self._shared_models) > 65_536:
             self._shared_models.clear()
+            self._shared_curves.clear()
         self._shared_models[key] = (fitted, jm)
         self._models[jid] = jm
         return jm
+
+    def _new_model(self, fitted: JobInfo, snapshot: ClusterSnapshot, req_gpus: int,
+                   c_curve: float, total: int, version: int) -> JobModel:
+        """The job model of a fitted request (a rigid one when none of its plan space fits)."""
+        t_ref = self.t_ref(fitted)
+        # the candidates do not depend on the predictor: kept across model versions
+        cands = self._shared_cands.get(fitted)
+        if cands is None:
+            if len(self._shared_cands) > 65_536:
+                self._shared_cands.clear()
+            cands = self._shared_cands[fitted] = self._candidates(fitted, snapshot)
+        speed = {c: self.speed(fitted, c, c_curve, t_ref) for c in cands}
+        cands = [c for c in cands if speed[c] > 0]
+        if not cands:
+            return _rigid_model(req_gpus, total, version)
+        return _curve_model(fitted, cands, speed, total, c_curve, t_ref, version)
 
     def _fit_request(self, info: JobInfo, snapshot: ClusterSnapshot) -> JobInfo:
         """The requested configuration as this cluster can hold it: the fastest measured
