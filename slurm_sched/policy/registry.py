@@ -32,9 +32,27 @@ class PolicyInfo:
         """Keyword options ``create(name, options)`` accepts (the factory's parameters)."""
         return option_names(self.factory)
 
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """Options the registered variant sets itself (see :func:`fixed_option_names`)."""
+        return fixed_option_names(self.factory)
+
+
+def fixed_option_names(factory: PolicyFactory) -> tuple[str, ...]:
+    """What defines a registered variant, so that it is not an option of it: the keywords of a
+    ``functools.partial`` (``a-srpt-tau0``'s ``tau``, ``rubick-e``'s ``variant``) and the
+    class's :attr:`Policy.fixed_options` (Muri-S's ``know_duration``). Setting one would make
+    another policy under the variant's name; its base policy takes it."""
+    cls = factory.func if isinstance(factory, functools.partial) else factory
+    fixed = list(getattr(cls, "fixed_options", ()))
+    if isinstance(factory, functools.partial):
+        fixed += [k for k in factory.keywords if k not in fixed]
+    return tuple(fixed)
+
 
 def option_names(factory: PolicyFactory) -> tuple[str, ...]:
-    """The keyword parameters of a policy factory (a class or a ``functools.partial``).
+    """The keyword parameters of a policy factory (a class or a ``functools.partial``), less
+    those the variant fixes (:func:`fixed_option_names`).
 
     A class whose ``__init__`` passes ``**kwargs`` on to its base class also takes the base
     class's options (after its own)."""
@@ -43,14 +61,12 @@ def option_names(factory: PolicyFactory) -> tuple[str, ...]:
     except (TypeError, ValueError):  # builtins without a signature take no options
         return ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = [p.name for p in params if p.kind in kinds]
+    fixed = set(fixed_option_names(factory))
+    names = [p.name for p in params if p.kind in kinds and p.name not in fixed]
     cls = factory.func if isinstance(factory, functools.partial) else factory
     if isinstance(cls, type) and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
         base = next((b for b in cls.__mro__[1:] if "__init__" in vars(b)), object)
         if base is not object:
-            fixed = set(getattr(cls, "fixed_options", ()))
-            if isinstance(factory, functools.partial):
-                fixed |= set(factory.keywords)
             names += [n for n in option_names(base) if n not in names and n not in fixed]
     return tuple(names)
 
@@ -132,8 +148,10 @@ def create(name: str, options: Mapping[str, object] | None = None) -> Policy:
     for key, value in options.items():
         if key not in accepted:
             takes = ", ".join(accepted) if accepted else "none"
+            why = (f"; the variant sets {key!r} itself, its base policy takes it"
+                   if key in found.fixed else "")
             raise InputError(
-                f"policy {found.name!r} has no option {key!r} (its options: {takes})",
+                f"policy {found.name!r} has no option {key!r}{why} (its options: {takes})",
                 field="policy option", value=f"{key}={value}",
             )
     try:

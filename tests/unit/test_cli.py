@@ -146,9 +146,17 @@ def test_registry_options_come_from_the_constructor():
 
     assert "round_s" in registry.info("sia").options
     assert registry.create("sia", {"round_s": 5.0}).round_s == 5.0
-    # a variant keeps its own fixed parameters and still takes the others
+    # a variant keeps what defines it (refused by name: its base policy takes it) and still
+    # takes the others
     assert registry.create("a-srpt-tau0").tau == 0.0
-    assert registry.create("a-srpt-tau0", {"tau": 2.0}).tau == 2.0
+    assert registry.create("a-srpt-tau0", {"keep_predictions": True}).tau == 0.0
+    for name, fixed in (("a-srpt-tau0", "tau"), ("rubick-e", "variant"),
+                        ("muri-l-worst-ordering", "ordering")):
+        assert fixed not in registry.info(name).options
+        refused = f"has no option '{fixed}'; the variant sets '{fixed}' itself"
+        with pytest.raises(InputError, match=refused):
+            registry.create(name, {fixed: 1})
+    assert registry.create("a-srpt", {"tau": 2.0}).tau == 2.0
     assert registry.info("fifo").options == ()
     with pytest.raises(InputError, match="has no option 'x'"):
         registry.create("fifo", {"x": 1})
@@ -163,7 +171,7 @@ def test_registry_options_come_from_the_constructor():
     assert registry.create("muri-s", {"interval_s": 5.0}).interval_s == 5.0
     for name, fixed in (("muri-s", "know_duration"), ("gandiva-fair-notrade", "trading")):
         assert fixed not in registry.info(name).options
-        with pytest.raises(InputError, match=f"has no option '{fixed}'"):
+        with pytest.raises(InputError, match=f"has no option '{fixed}'; the variant sets"):
             registry.create(name, {fixed: True})
 
 
