@@ -878,8 +878,10 @@ class Rubick(Policy):
             t = observed_iter_time_s(view, now_s)
             if t is None:
                 continue
-            jm = self._models.get(view.job_id)
-            if jm is None or jm.rigid:
+            # (a job running since before this scheduler started, e.g. after a restart of the
+            # daemon, reports in the first pass too: its model is built here)
+            jm = self.job_model(view, snapshot)
+            if jm.rigid:
                 continue
             cand, cpg = self._cur_cand(view, jm)
             if cand.plan is None or cand.shape is None:

@@ -220,10 +220,12 @@ def test_online_refit_after_a_bad_prediction():
     assert pred.refit_pending() == []  # within 10%: no refit
 
 
-def test_reports_of_one_configuration_are_merged_and_a_quiet_cluster_is_not_refitted():
-    """Three jobs run ViT with DP on 2 GPUs at different speeds: the predictor is told their
-    median, not whichever came last, and a later pass over the same state refits nothing
-    (every pass refitted when the reports overwrote each other in snapshot order)."""
+def test_first_pass_observes_merges_reports_and_a_quiet_cluster_is_not_refitted():
+    """Three jobs run ViT with DP on 2 GPUs at different speeds, from before the scheduler
+    started: they report in its very first pass (the first pass used to wait for job models
+    built after observing, so a restarted daemon scheduled once on stale models), the
+    predictor is told their median, not whichever came last, and a later pass over the same
+    state refits nothing (every pass refitted when the reports overwrote each other)."""
     from slurm_sched.model import JobView, Placement
 
     cluster = a800(3)
@@ -236,7 +238,6 @@ def test_reports_of_one_configuration_are_merged_and_a_quiet_cluster_is_not_refi
                              accounted_at_s=now, executed_s=now, work_done_s=500.0, rate=1.0))
     snap = ClusterSnapshot(now_s=now, cluster=cluster, jobs=tuple(views))
     pol = Rubick(predictor="fitted")
-    pol.decide(snap, now)  # the first pass builds the job models; the next one observes
     pol.decide(snap, now)
     pred = pol.predictor
     (plan, shape, _), = pred._observed["vit"]
