@@ -269,6 +269,7 @@ def compact_shape(gpus: int, gpus_per_node: int = 8) -> Shape:
 
 
 # =============================================================================== memory
+@lru_cache(maxsize=65_536)  # a pure function, asked for every action and feature row
 def accumulation_steps(model: ModelSpec, plan: Plan, gpus: int) -> tuple[int, int] | None:
     """(a, micro-batch) of a DP-family plan on ``gpus`` GPUs: the smallest a >= 1 with
     b / (g a) a positive integer that fits GPU memory; None if no a works.

@@ -152,6 +152,10 @@ class CountIndex:
         self._count[i] = count
         self.total += count - old
 
+    def counts(self) -> list[int]:
+        """The distinct counts of the nodes, ascending (read-only)."""
+        return self._keys
+
     def best_fit(self, need: int, skip: Container[str] = ()) -> str | None:
         """The node with the smallest count >= ``need`` (first in cluster order), not in
         ``skip``; None if there is none."""

@@ -507,6 +507,11 @@ class _Job:
     cur_speed: float
     grew: bool = False
     shrank: bool = False
+    #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a pass)
+    jid: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.jid = self.view.spec.job_id
 
 
 class Rubick(Policy):
@@ -963,12 +968,12 @@ class Rubick(Policy):
                 continue
             running = j.view.state is JobState.RUNNING
             if running:
-                a = state.alloc.get(j.view.job_id)
+                a = state.alloc.get(j.jid)
                 ok = a is not None and self._meets_sla(j, a)
                 if not ok:  # e.g. after a model refit: restore the guarantee first
                     changed = self._schedule_job(snapshot, state, jobs, j, privileged=True)
                     if changed and j.locked:
-                        self.overrides.add(j.view.job_id)  # logged SLA override [8.15]
+                        self.overrides.add(j.jid)  # logged SLA override [8.15]
                 continue
             tenant = j.view.spec.user
             quota = self.quotas.get(tenant, total)
@@ -979,7 +984,7 @@ class Rubick(Policy):
         # L5-6: best-effort queue and running jobs by slope.
         order = []
         for j in jobs.values():
-            jid = j.view.job_id
+            jid = j.jid
             if j.view.state is JobState.PENDING and j.guaranteed:
                 continue
             if j.view.state is JobState.RUNNING and j.locked:
@@ -995,7 +1000,7 @@ class Rubick(Policy):
         for _, j in order:
             if j.shrank:
                 continue
-            if j.view.state is JobState.RUNNING and state.alloc.get(j.view.job_id) is None:
+            if j.view.state is JobState.RUNNING and state.alloc.get(j.jid) is None:
                 continue
             self._schedule_job(snapshot, state, jobs, j, privileged=False)
 
@@ -1032,12 +1037,10 @@ class Rubick(Policy):
         more than read a cached answer there."""
         pos, nodes = state.pos, state.nodes
         first = sorted(own, key=lambda n: (-own[n], -len(nodes[n].free_gpus), pos[n]))
-        free0 = state.free_arr
-        busy = free0 == 0  # the last part of the walk: nodes without free GPUs, cluster order
-        positive = np.flatnonzero(free0 > 0)
-        positive = positive[np.argsort(-free0[positive], kind="stable")]
-        for n in own:
-            busy[pos[n]] = False
+        # the free counts at the start of the walk (visits change them), read lazily: most
+        # walks end within the nodes of the highest count
+        free0 = state.free_arr.copy()
+        counts = [c for c in reversed(state.free_index.counts()) if c > 0]
         jm = j.jm
 
         def visit(n: str, total: int) -> int:
@@ -1066,15 +1069,19 @@ class Rubick(Policy):
             if total >= cap:
                 return total
         names = state.order
-        for i in positive.tolist():
-            n = names[i]
-            if n in own:
-                continue
-            if total >= cap:
-                return total
-            total = visit(n, total)
-            if total >= cap:
-                return total
+        for c in counts:
+            for i in np.flatnonzero(free0 == c).tolist():
+                n = names[i]
+                if n in own:
+                    continue
+                if total >= cap:
+                    return total
+                total = visit(n, total)
+                if total >= cap:
+                    return total
+        busy = free0 == 0  # the last part of the walk: nodes without free GPUs, cluster order
+        for n in own:
+            busy[pos[n]] = False
         if len(names) <= SMALL_CLUSTER:  # a few nodes: one by one is cheaper than arrays
             for i in np.flatnonzero(busy).tolist():
                 total = visit(names[i], total)
@@ -1104,7 +1111,7 @@ class Rubick(Policy):
     def _schedule_job(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
                       j: _Job, *, privileged: bool) -> bool:
         """SCHEDULE_JOB (Alg. 1 L9-35). Returns True if the job's allocation changed."""
-        jid = j.view.job_id
+        jid = j.jid
         jm = j.jm
         cur = state.alloc.get(jid)
         x0 = cur.total if cur else 0
@@ -1139,7 +1146,7 @@ class Rubick(Policy):
                          j: _Job, privileged: bool, cur: Alloc | None, cap: int,
                          urgent_floor: int) -> bool:
         """SCHEDULE_JOB past its quick exits: walk, choose, re-take, commit or roll back."""
-        jid = j.view.job_id
+        jid = j.jid
         x0 = cur.total if cur else 0
         mark = state.mark()
         own = cur.counts() if cur else {}
@@ -1313,7 +1320,7 @@ class Rubick(Policy):
         Memoised for the pass by the node's version: the answer depends only on the jobs on
         the node and their allocations (steps are cached by allocation), the receiver if it
         is there, and ``privileged``; the walk asks for every node once per job."""
-        rid = receiver.view.job_id
+        rid = receiver.jid
         on_node = state.nodes[node].jobs
         here = rid in on_node
         key = (node, state.version[node], privileged, rid if here else None)
@@ -1340,7 +1347,7 @@ class Rubick(Policy):
     ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
         best = None
         for did in sorted(state.nodes[node].jobs):
-            if did == receiver.view.job_id:
+            if did == receiver.jid:
                 continue
             d = jobs.get(did)
             if d is None:
@@ -1362,8 +1369,8 @@ class Rubick(Policy):
 
     def _step_down(self, snapshot: ClusterSnapshot, state: State, d: _Job, node: str,
                    urgent: bool) -> tuple[tuple[Cand | None, dict[str, int]], float] | None:
-        a = state.alloc.get(d.view.job_id)
-        key = (d.view.job_id, node, a)
+        a = state.alloc.get(d.jid)
+        key = (d.jid, node, a)
         got = self._step_cache.get(key, _MISS)
         if got is _MISS:
             if a is not None and len(a.gpus) == 1:
@@ -1398,7 +1405,7 @@ class Rubick(Policy):
         """The donor's next valid configuration below its current one that frees at least one
         GPU on ``node`` and stays on its own nodes, with its loss rate sigma-minus [3.3]; None
         if it cannot give (at or below its minimum)."""
-        a = state.alloc.get(d.view.job_id)
+        a = state.alloc.get(d.jid)
         if a is None:
             return None
         x = a.total
@@ -1551,10 +1558,10 @@ class Rubick(Policy):
     def _place_action(self, j: _Job, a: Alloc, settings: JobSettings, running: bool) -> Action:
         p = a.placement()
         if j.jm.rigid and not running and a.total == j.view.spec.num_gpus:
-            return Start(job_id=j.view.job_id, placement=p, reason="rubick: rigid job")
+            return Start(job_id=j.jid, placement=p, reason="rubick: rigid job")
         plan = settings.plan or "as submitted"
         why = f"rubick: {plan} on {a.total} GPU(s), {settings.cpus} CPU(s)"
-        return Reconfigure(job_id=j.view.job_id, placement=p, settings=settings, reason=why)
+        return Reconfigure(job_id=j.jid, placement=p, settings=settings, reason=why)
 
     # ------------------------------------------------------------------ explain
     def explain(self, snapshot: ClusterSnapshot, job_id: str) -> str:
