@@ -1231,12 +1231,7 @@ class Rubick(Policy):
         own_mem = dict(cur.mem) if cur else {}
         c_maxes: dict[int, int] = {}  # by embedding (fits of one shape share it)
         for _, c, emb in in_flatness_order(jm.by_speed(), jm.by_size(), fit):
-            cpg = self._choose_cpus(state, j, c, emb, own, cur, own_cpu, c_maxes)
-            if cpg is None:
-                continue
-            if j.guaranteed and info is not None and self.speed(
-                    info, c, cpg, jm.t_ref) < 1.0 - self.sla_margin - 1e-9:
-                continue  # within 1% of the best is not enough for a guarantee
+            # (the checks are independent: the cheapest first)
             if info is not None and c.plan is not None:
                 ok = all(
                     state.nodes[n].free_mem + own_mem.get(n, 0.0)
@@ -1244,6 +1239,12 @@ class Rubick(Policy):
                     for n, k in emb.items())
                 if not ok:
                     continue  # ALLOC_MEM failed: next-best plan [A6]
+            cpg = self._choose_cpus(state, j, c, emb, own, cur, own_cpu, c_maxes)
+            if cpg is None:
+                continue
+            if j.guaranteed and info is not None and self.speed(
+                    info, c, cpg, jm.t_ref) < 1.0 - self.sla_margin - 1e-9:
+                continue  # within 1% of the best is not enough for a guarantee
             return c, emb, cpg
         return None
 
