@@ -35,10 +35,11 @@ steady-state cycle, where per-job state learned at arrival is reused). Repeats s
 a policy has used ``--budget-s`` (at least one repeat always runs). Progress goes to stderr; the
 JSON (``benchmarks/results/scale.json``) holds machine facts, the load average before and after
 each policy, the command, and per policy the median and max wall time of both calls, their
-median CPU time (the machine is shared: CPU time shows what the policy itself used) and the
-number of actions. Target: median wall time <= 1 s on the reference 2-core machine. The first
-policy of a family in the process also pays one-time loading of its model data (caches of
-the perf modules), as a freshly started scheduler would.
+median CPU time (the machine is shared: CPU time shows what the policy itself used), the
+number of actions and the machine's speed just before (:func:`calibrate`). Target: median wall
+time <= 1 s on the reference 2-core machine. The first policy of a family in the process also
+pays one-time loading of its model data (caches of the perf modules), as a freshly started
+scheduler would.
 """
 
 from __future__ import annotations
@@ -208,6 +209,24 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def calibrate(repeats: int = 5) -> float:
+    """CPU seconds of a fixed pure-Python workload (dicts, tuples, sorting: what the policies
+    spend their time on), the median of ``repeats``. The reference VM's speed moves by a third
+    and more, from one minute to the next, while the load average stays flat; a row's number
+    says how fast the machine was when that policy was measured."""
+    times = []
+    for _ in range(repeats):
+        c0 = time.process_time()
+        rng = random.Random(1)
+        table: dict[tuple[int, int], float] = {}
+        for i in range(200_000):
+            key = (i % 1024, rng.randrange(8))
+            table[key] = table.get(key, 0.0) + i * 0.5
+        sorted(table.items(), key=lambda kv: (-kv[1], kv[0]))
+        times.append(time.process_time() - c0)
+    return round(statistics.median(times), 4)
+
+
 def _timed(pol: Any, snap: ClusterSnapshot) -> tuple[float, float, int]:
     """Wall and CPU seconds of one decide(), and its number of actions."""
     c0, t0 = time.process_time(), time.perf_counter()
@@ -223,6 +242,7 @@ def measure(name: str, make: Callable[[], ClusterSnapshot], repeats: int,
     steady_cpu: list[float] = []
     actions_first = actions_steady = 0
     load_before = _load()
+    calibration = calibrate()
     spent = 0.0
     for _ in range(repeats):
         pol = registry.create(name)
@@ -249,6 +269,8 @@ def measure(name: str, make: Callable[[], ClusterSnapshot], repeats: int,
         "actions_steady": actions_steady,
         "load_avg_1m_before": load_before,
         "load_avg_1m_after": _load(),
+        # the machine's speed just before (see calibrate(); lower is faster)
+        "calibration_s": calibration,
     }
     row["meets_target"] = max(row["first_s_median"], row["steady_s_median"]) <= TARGET_S
     return row
@@ -259,15 +281,16 @@ def markdown_table(result: dict[str, Any]) -> str:
     and the steady ``decide()``, the median CPU seconds, the actions, and the verdict."""
     lines = [
         "| policy | first decide, s median (max) | steady decide, s median (max) | CPU s "
-        "first / steady | actions | <= 1 s |",
-        "|---|---|---|---|---|---|",
+        "first / steady | actions | calibration s | <= 1 s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in result["results"]:
         lines.append(
             f"| {r['policy']} | {r['first_s_median']:.2f} ({r['first_s_max']:.2f}) "
             f"| {r['steady_s_median']:.2f} ({r['steady_s_max']:.2f}) "
             f"| {r['first_cpu_s_median']:.2f} / {r['steady_cpu_s_median']:.2f} "
-            f"| {r['actions_first']} | {'yes' if r['meets_target'] else '**no**'} |"
+            f"| {r['actions_first']} | {r.get('calibration_s', float('nan')):.3f} "
+            f"| {'yes' if r['meets_target'] else '**no**'} |"
         )
     return "\n".join(lines)
 
