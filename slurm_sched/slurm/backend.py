@@ -235,6 +235,7 @@ class SlurmBackend(ClusterBackend):
         self.left_to_slurm: dict[str, str] = {}
         self._expected: set[str] = {str(j) for j in expect_jobs}
         self._nodes: list[SlurmNode] = []
+        self._node_by_name: dict[str, SlurmNode] = {}  # the same, by name
         self._cluster: Cluster | None = None
         self._shards = ShardConfig()
         self._sinfo_at = -1e18
@@ -491,6 +492,7 @@ class SlurmBackend(ClusterBackend):
                 f"no node in the managed partitions {sorted(self.partitions)} (sinfo --json)"
             )
         self._nodes = managed
+        self._node_by_name = {n.name: n for n in managed}
         cluster = parse.cluster_from_nodes(managed, self.partitions)
         if self._cluster is None or cluster != self._cluster:
             self._cluster = cluster
@@ -1342,7 +1344,7 @@ class SlurmBackend(ClusterBackend):
         plus those of jobs this backend pinned since (intents); None without a fresh view."""
         if not self._slurm_view_shards:
             return None
-        snode = next((n for n in self._nodes if n.name == node), None)
+        snode = self._node_by_name.get(node)
         if snode is None:
             return None
         used = set(snode.used_gpus)
