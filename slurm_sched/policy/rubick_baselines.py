@@ -127,22 +127,23 @@ def _order_actions(snapshot: ClusterSnapshot, preempts: list[str],
     for jid in preempts:
         out.append(Preempt(job_id=jid, reason="baseline: deallocated"))
         holds.release(jid)
-    todo = list(places)
+    todo = places
     while todo:
-        progressed = False
-        for item in list(todo):
+        left = []  # in order, those whose GPUs are still held by another job
+        for item in todo:
             jid, p, act = item
             if holds.take(list(p.slots()), jid):
                 out.append(act)
-                todo.remove(item)
-                progressed = True
-        if not progressed:
-            running = [t for t in todo if snapshot.by_id[t[0]].state is JobState.RUNNING]
+            else:
+                left.append(item)
+        if len(left) == len(todo):
+            running = [t for t in left if snapshot.by_id[t[0]].state is JobState.RUNNING]
             if not running:  # cannot happen: pending jobs only take free GPUs
                 break
             jid = running[0][0]
             out.append(Preempt(job_id=jid, reason="baseline: break a placement cycle"))
             holds.release(jid)
+        todo = left
     return out
 
 
