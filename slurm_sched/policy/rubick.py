@@ -310,51 +310,54 @@ class State:
         #: node (inf: no donor; NaN: not asked since the node last changed)
         self.dsig = {flag: np.full(len(nodes), np.nan) for flag in (False, True)}
 
-    def _touched(self, n: str, st: NodeState) -> None:
-        self.free_index.set(n, len(st.free_gpus))
-        self._clock += 1
-        self.version[n] = self._clock
-        i = self.pos[n]
-        self.free_arr[i] = len(st.free_gpus)
-        self.dsig[False][i] = np.nan
-        self.dsig[True][i] = np.nan
-
     def set(self, job_id: str, new: Alloc | None, *, record: bool = True) -> None:
         old = self.alloc.get(job_id)
+        version = self.version
         if record:
-            version = self.version
             self.journal.append((job_id, old, [
                 (n, version[n]) for a in (old, new) if a is not None for n, _ in a.gpus],
                 self.gen))
-        touched: list[str] = []  # each node once (a job resized on a node is on both lists)
+        nodes = self.nodes
+        touched: list[NodeState] = []  # each node once (a job resized on a node is on both)
         if old is not None:
             for n, g in old.gpus:
-                st = self.nodes[n]
+                st = nodes[n]
                 st.free_gpus.update(g)
                 st.jobs.discard(job_id)
-                touched.append(n)
+                touched.append(st)
             for n, c in old.cpus:
-                self.nodes[n].free_cpus += c
+                nodes[n].free_cpus += c
             for n, m in old.mem:
-                self.nodes[n].free_mem += m
+                nodes[n].free_mem += m
         self.alloc[job_id] = new
         if new is not None:
             for n, g in new.gpus:
-                st = self.nodes[n]
+                st = nodes[n]
                 if not st.free_gpus.issuperset(g):
                     raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
                 st.free_gpus.difference_update(g)
                 st.jobs.add(job_id)
-                if n not in touched:
-                    touched.append(n)
+                if st not in touched:
+                    touched.append(st)
             for n, c in new.cpus:
-                self.nodes[n].free_cpus -= c
+                nodes[n].free_cpus -= c
             for n, m in new.mem:
-                self.nodes[n].free_mem -= m
-        for n in touched:
-            self._touched(n, self.nodes[n])
-        self._clock += 1
-        self.gen = self._clock
+                nodes[n].free_mem -= m
+        # every touched node: re-filed by its free GPUs, a new number, its donor slopes unknown
+        index, pos, free_arr = self.free_index, self.pos, self.free_arr
+        d_be, d_priv = self.dsig[False], self.dsig[True]
+        clock = self._clock
+        for st in touched:
+            n = st.name
+            free = len(st.free_gpus)
+            index.set(n, free)
+            clock += 1
+            version[n] = clock
+            i = pos[n]
+            free_arr[i] = free
+            d_be[i] = np.nan
+            d_priv[i] = np.nan
+        self._clock = self.gen = clock + 1
 
     def mark(self) -> int:
         return len(self.journal)
@@ -1042,6 +1045,7 @@ class Rubick(Policy):
         free0 = state.free_arr.copy()
         counts = [c for c in reversed(state.free_index.counts()) if c > 0]
         jm = j.jm
+        dsig = state.dsig[privileged]
 
         def visit(n: str, total: int) -> int:
             free_n = len(nodes[n].free_gpus)
@@ -1051,6 +1055,13 @@ class Rubick(Policy):
                 sp = jm.sigma_plus(total)
                 if sp <= 0 and not need_urgent:
                     break
+                if n not in own:
+                    # the lowest donor's slope as filed for the node's current content (NaN:
+                    # not asked since it changed; inf: no donor): when it says no, so would
+                    # the (cached) answer below
+                    known = dsig[pos[n]]
+                    if known == math.inf or (known >= sp and not need_urgent):
+                        break
                 donor = self._lowest_donor(snapshot, state, jobs, n, j, privileged)
                 if donor is None:
                     break
@@ -1088,24 +1099,34 @@ class Rubick(Policy):
                 if total >= cap:
                     break
             return total
-        dsig = state.dsig[privileged]
         start = 0
+        # the nodes to visit, found anew whenever a visit gathered GPUs: one that did not
+        # changed nothing but the node's own filed slope (and the walk is past it)
+        hits = np.empty(0, dtype=np.intp)
+        k = 0
+        stale = True
         while total < cap:
-            need_urgent = total < urgent_floor
-            sp = jm.sigma_plus(total)
-            free = state.free_arr[start:]
-            todo = free > 0
-            if need_urgent:  # any donor, or not asked yet
-                todo |= ~(dsig[start:] == np.inf)
-            elif sp > 0:  # a donor losing less than sp gains, or not asked yet
-                todo |= ~(dsig[start:] >= sp)
-            todo &= busy[start:]
-            hit = np.flatnonzero(todo)
-            if not hit.size:
+            if stale:
+                need_urgent = total < urgent_floor
+                sp = jm.sigma_plus(total)
+                todo = state.free_arr[start:] > 0
+                if need_urgent:  # any donor, or not asked yet
+                    todo |= ~(dsig[start:] == np.inf)
+                elif sp > 0:  # a donor losing less than sp gains, or not asked yet
+                    todo |= ~(dsig[start:] >= sp)
+                todo &= busy[start:]
+                hits = np.flatnonzero(todo)
+                hits += start
+                k = 0
+                stale = False
+            if k == hits.size:
                 break
-            i = start + int(hit[0])
+            i = int(hits[k])
+            k += 1
+            before = total
             total = visit(names[i], total)
             start = i + 1
+            stale = total != before
         return total
 
     def _schedule_job(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
