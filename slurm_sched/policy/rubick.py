@@ -497,6 +497,8 @@ class _Skip:
         return x in self.a or x in self.b
 
 
+_DEFAULT_SETTINGS = JobSettings()  # "as submitted" (frozen: one object serves every job)
+
 # ============================================================================ the policy
 @dataclass
 class _Job:
@@ -1505,25 +1507,29 @@ class Rubick(Policy):
         return Alloc(parts, cpus, mem, cand, cpg)
 
     # ------------------------------------------------------------------ actions
-    def _settings(self, j: _Job, a: Alloc) -> JobSettings:
+    def _settings(self, j: _Job, a: Alloc, memo: dict[tuple, JobSettings]) -> JobSettings:
+        """The settings of an allocation. ``memo``: the pass's settings by what they are made
+        of (jobs of one kind on one configuration share one frozen object)."""
         info = j.jm.info
         if info is None or a.cand.plan is None:
-            return JobSettings()
+            return _DEFAULT_SETTINGS
         plan = a.cand.plan
-        steps = accumulation_steps(info.model, plan, a.total)
-        acc, micro = steps if steps else (1, None)
-        return JobSettings(
-            plan=plan.code,
-            cpus=sum(c for _, c in a.cpus),
-            mem_gb=round(sum(m for _, m in a.mem), 3) or None,
-            accumulation_steps=acc,
-            sub_batch_size=micro,
-        )
+        cpus = sum(c for _, c in a.cpus)
+        mem_gb = round(sum(m for _, m in a.mem), 3) or None
+        key = (id(info.model), plan, a.total, cpus, mem_gb)  # (models live through the pass)
+        got = memo.get(key)
+        if got is None:
+            steps = accumulation_steps(info.model, plan, a.total)
+            acc, micro = steps if steps else (1, None)
+            got = memo[key] = JobSettings(plan=plan.code, cpus=cpus, mem_gb=mem_gb,
+                                          accumulation_steps=acc, sub_batch_size=micro)
+        return got
 
     def _actions(self, snapshot: ClusterSnapshot, state: State, before: dict[str, Alloc | None],
                  jobs: dict[str, _Job]) -> list[Action]:
         preempts: list[Action] = []
         moves: list[tuple[str, Alloc, JobSettings, bool]] = []
+        settings_memo: dict[tuple, JobSettings] = {}
         for jid, j in jobs.items():
             old = before.get(jid)
             new = state.alloc.get(jid)
@@ -1535,10 +1541,10 @@ class Rubick(Policy):
                 if old is not None and new.gpus == old.gpus and new.cand == old.cand and (
                         new.cpus_per_gpu == old.cpus_per_gpu):
                     continue
-                moves.append((jid, new, self._settings(j, new), True))
+                moves.append((jid, new, self._settings(j, new, settings_memo), True))
                 self._reconfs[jid] = self._reconfs.get(jid, 0) + 1
             elif j.view.state is JobState.PENDING and new is not None:
-                moves.append((jid, new, self._settings(j, new), False))
+                moves.append((jid, new, self._settings(j, new, settings_memo), False))
             if new is not None:
                 self.last_assigned[jid] = (new.cand, new.cpus_per_gpu,
                                            self._speed_alloc(j.jm, new))
