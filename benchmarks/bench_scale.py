@@ -348,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target": [r["policy"] for r in rows if r["meets_target"]],
         "misses_target": [r["policy"] for r in rows if not r["meets_target"]],
         "machine": {
-            "python": platform.python_version(), "processor": cpu_model() or platform.processor(),
+            "python": platform.python_version(), "python_executable": sys.executable,
+            "python_base": sys.base_prefix,  # whose build: e.g. /usr (Debian's) or a pyenv one
+            "processor": cpu_model() or platform.processor(),
             "machine": platform.machine(), "system": platform.system(),
             "cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
             "load_avg_1m_at_start": load_at_start, "load_avg_1m_at_end": _load(),

