@@ -48,6 +48,7 @@ from slurm_sched.policy.a_srpt import ASrpt, VirtualSrpt, srpt_completions
 from slurm_sched.policy.a_srpt_baselines import ASrptPerfect, Spjf, WcsSubTime
 from slurm_sched.sim.runner import simulate
 from slurm_sched.workloads import a_srpt as workload
+from tests.approx import approx_nested
 
 MB = 1e6
 NET = Network(b_inter_Bps=1.25e9, b_intra_Bps=300e9)
@@ -333,7 +334,7 @@ def test_virtual_srpt_incremental_equals_offline():
         got.extend(vm.add(jid, rel, size))
         t = rel
     got.extend(vm.advance_to(math.inf))
-    assert got == pytest.approx(srpt_completions(jobs))
+    assert got == approx_nested(srpt_completions(jobs))
 
 
 # ===================================================================== 7.6 toy schedule
@@ -352,7 +353,7 @@ def test_toy_schedule_totals_251_5_against_530_for_fifo():
     cluster = parse_cluster_spec("2x4")
     res = simulate(toy_jobs(), cluster, ASrptPerfect(tau=0.0), restart_overhead_s=0)
     got = {c.spec.job_id: (c.first_start_s, c.finish_s) for c in res.completed}
-    assert got == pytest.approx({"J1": (105, 205), "J2": (2.25, 12.25), "J3": (3.5, 13.5),
+    assert got == approx_nested({"J1": (105, 205), "J2": (2.25, 12.25), "J3": (3.5, 13.5),
                                  "J4": (4.75, 14.75), "J5": (6.0, 16.0)})
     assert sum(c.jct_s for c in res.completed) == pytest.approx(251.5)
     for pol in ("fifo", Spjf(), WcsSubTime()):

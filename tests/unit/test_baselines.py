@@ -17,6 +17,7 @@ import pytest
 from slurm_sched.model import parse_cluster_spec
 from slurm_sched.policy.tiresias import Tiresias
 from slurm_sched.sim.runner import simulate
+from tests.approx import approx_nested
 from tests.builders import job
 
 JOBS = [job("A", 0, 2, 100), job("B", 10, 4, 50), job("C", 20, 2, 30)]
@@ -35,7 +36,7 @@ ONE_NODE = parse_cluster_spec("1x4")
 def test_hand_computed_three_job_schedule(policy, expected):
     res = simulate(JOBS, ONE_NODE, policy, restart_overhead_s=0)
     got = {c.spec.job_id: (c.first_start_s, c.finish_s) for c in res.completed}
-    assert got == pytest.approx(expected)
+    assert got == approx_nested(expected)
 
 
 def test_srtf_preemptions_counted_and_overhead_delays_restart():

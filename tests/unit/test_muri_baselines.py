@@ -14,6 +14,7 @@ from slurm_sched.policy.antman import AntMan, antman_class
 from slurm_sched.policy.srsf import Srsf, srsf_key
 from slurm_sched.policy.themis import Themis, min_max_allocation
 from slurm_sched.sim.runner import simulate
+from tests.approx import approx_nested
 from tests.builders import job, place
 
 ONE_NODE = parse_cluster_spec("1x4")
@@ -29,7 +30,7 @@ def test_srsf_orders_by_remaining_gpu_time():
     jobs = [job("A", 0, 2, 100), job("B", 0, 4, 60), job("C", 0, 1, 150)]
     res = simulate(jobs, ONE_NODE, "srsf", restart_overhead_s=0)
     got = {c.spec.job_id: (c.first_start_s, c.finish_s) for c in res.completed}
-    assert got == pytest.approx({"A": (0, 100), "B": (150, 210), "C": (0, 150)})
+    assert got == approx_nested({"A": (0, 100), "B": (150, 210), "C": (0, 150)})
     srtf = simulate(jobs, ONE_NODE, "srtf", restart_overhead_s=0)
     assert {c.spec.job_id: c.first_start_s for c in srtf.completed}["B"] == 0
 
