@@ -15,11 +15,12 @@ from slurm_sched.model.actions import (
 from slurm_sched.model.cluster import Cluster, Node, parse_cluster_spec
 from slurm_sched.model.job import JobSpec, JobState, JobView
 from slurm_sched.model.placement import NodeGpus, Placement
-from slurm_sched.model.settings import JobSettings
+from slurm_sched.model.settings import AS_SUBMITTED, JobSettings
 from slurm_sched.model.snapshot import ClusterSnapshot
 
 __all__ = [
     "ACTION_ADAPTER",
+    "AS_SUBMITTED",
     "Action",
     "ActionResult",
     "Cluster",

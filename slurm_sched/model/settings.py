@@ -25,3 +25,7 @@ class JobSettings(BaseModel):
     slot: int | None = Field(default=None, ge=0)
     cpus: int | None = Field(default=None, ge=1)
     mem_gb: float | None = Field(default=None, gt=0)
+
+
+#: "As submitted": every default (frozen, so one object serves every job and action).
+AS_SUBMITTED = JobSettings()

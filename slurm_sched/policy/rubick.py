@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from slurm_sched.model import (
+    AS_SUBMITTED,
     Action,
     Cluster,
     ClusterSnapshot,
@@ -496,8 +497,6 @@ class _Skip:
     def __contains__(self, x: object) -> bool:
         return x in self.a or x in self.b
 
-
-_DEFAULT_SETTINGS = JobSettings()  # "as submitted" (frozen: one object serves every job)
 
 # ============================================================================ the policy
 @dataclass
@@ -1512,7 +1511,7 @@ class Rubick(Policy):
         of (jobs of one kind on one configuration share one frozen object)."""
         info = j.jm.info
         if info is None or a.cand.plan is None:
-            return _DEFAULT_SETTINGS
+            return AS_SUBMITTED
         plan = a.cand.plan
         cpus = sum(c for _, c in a.cpus)
         mem_gb = round(sum(m for _, m in a.mem), 3) or None

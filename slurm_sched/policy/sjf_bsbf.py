@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Literal, overload
 
 from slurm_sched.model import (
+    AS_SUBMITTED,
     Action,
     ClusterSnapshot,
     JobSettings,
@@ -82,7 +83,6 @@ Signature = tuple[tuple[int, float, float], ...]
 #: How many recent sharing decisions ``share_log`` keeps.
 SHARE_LOG_SIZE = 100_000
 A2Mode = Literal["exclusive", "sub-batch"]
-_DEFAULT_SETTINGS = JobSettings()
 #: Relative margin of the lower bounds of the ranked candidate search (:meth:`SjfBsbf._ranked`):
 #: far above the few ulps of rounding error of the pair formulas.
 _LB_MARGIN = 1e-9
@@ -602,7 +602,7 @@ class SjfBsbf(Policy):
     def _settings(self, cand: _Candidate, b: int | None) -> JobSettings:
         """``cand.settings(b)``, one shared (immutable) object per (B, b)."""
         if cand.profile is None or b is None:
-            return _DEFAULT_SETTINGS
+            return AS_SUBMITTED
         key = (cand.profile.local_bsz, b)
         got = self._settings_cache.get(key)
         if got is None:
