@@ -269,7 +269,7 @@ class SlotHolds:
         return True
 
 
-@dataclass
+@dataclass(eq=False)  # a node's mutable state in one pass: equal only to itself
 class NodeState:
     name: str
     gpus: int
