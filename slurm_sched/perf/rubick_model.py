@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -50,6 +51,7 @@ from slurm_sched.model import JobSpec, JobView, Placement
 from slurm_sched.sim.progress import ProgressModel
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "rubick"
 MIB = float(2**20)
@@ -59,7 +61,31 @@ GPU_MEM_GB = 80.0  # A800-80GB
 Shape = tuple[int, ...]  # GPUs per node, sorted descending
 
 
+def hash_once(cls: type[_T]) -> type[_T]:
+    """Class decorator for frozen dataclasses: the generated ``__hash__`` (of the fields'
+    tuple) computed once per object and kept. Models, plans, job infos and candidates key the
+    schedulers' caches and are hashed hundreds of thousands of times a pass; their fields
+    never change. The kept hash is left out of the pickled state: string hashes differ
+    between processes, so a copy computes its own."""
+    compute = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = compute(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self: Any) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+    cls.__getstate__ = __getstate__  # type: ignore[method-assign,assignment]
+    return cls
+
+
 # =============================================================================== models
+@hash_once
 @dataclass(frozen=True)
 class ModelSpec:
     """One model type (jobs of the same architecture share one fitted model, paper §3)."""
@@ -161,6 +187,7 @@ _CODE_ALIASES = {
 }
 
 
+@hash_once
 @dataclass(frozen=True, order=True)
 class Plan:
     """An execution plan. DP families use every GPU as a data-parallel rank (``dp`` = 0 means
@@ -1074,6 +1101,7 @@ class FittedPredictor(Predictor):
 
 
 # =============================================================================== job info
+@hash_once
 @dataclass(frozen=True)
 class JobInfo:
     """What Rubick knows about a job with a known model (spec §1.4)."""

@@ -83,6 +83,7 @@ from slurm_sched.perf.rubick_model import (
     accumulation_steps,
     cpu_key,
     enumerate_plans,
+    hash_once,
     host_memory_gb,
     job_info,
     measured_catalog,
@@ -106,12 +107,7 @@ _MISS = object()  # cache miss marker (None is a cached answer)
 
 
 # ============================================================================ candidates
-def _without_hash(state: dict[str, object]) -> dict[str, object]:
-    """An object's state without its cached hash: string hashes differ between processes, so
-    a pickled copy computes its own."""
-    return {k: v for k, v in state.items() if k != "_hash"}
-
-
+@hash_once  # (dictionary keys)
 @dataclass(frozen=True)
 class Cand:
     """One configuration a job can run in. ``plan``/``shape`` None = a rigid job of an unknown
@@ -120,17 +116,6 @@ class Cand:
     plan: Plan | None
     shape: Shape | None
     gpus: int
-
-    def __hash__(self) -> int:
-        # the generated hash (of the fields' tuple), computed once (dictionary keys)
-        h: int | None = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.plan, self.shape, self.gpus))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict[str, object]:
-        return _without_hash(self.__dict__)
 
 
 @dataclass
@@ -150,6 +135,10 @@ class JobModel:
     _sp: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
     _by_speed: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
     _by_size: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
+    #: memo of :meth:`Rubick._min_res` by SLA margin (a function of the request and the curve,
+    #: which jobs of one kind share whatever their tenant and class)
+    _min_res: dict[float, tuple[int, int]] = field(default_factory=dict, repr=False,
+                                                   compare=False)
 
     @property
     def rigid(self) -> bool:
@@ -192,6 +181,7 @@ class JobModel:
 
 
 # ============================================================================ allocations
+@hash_once  # allocations key the per-pass caches of donor steps: hashed millions of times
 @dataclass(frozen=True)
 class Alloc:
     """A job's tentative allocation: GPU indices, CPUs and host memory per node."""
@@ -201,18 +191,6 @@ class Alloc:
     mem: tuple[tuple[str, float], ...]
     cand: Cand
     cpus_per_gpu: int
-
-    def __hash__(self) -> int:
-        # the generated hash (of the fields' tuple), computed once: allocations key the
-        # per-pass caches of donor steps and are hashed millions of times
-        h: int | None = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.gpus, self.cpus, self.mem, self.cand, self.cpus_per_gpu))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict[str, object]:
-        return _without_hash(self.__dict__)
 
     @property
     def total(self) -> int:
@@ -620,9 +598,10 @@ class Rubick(Policy):
                 table.update(zip(pairs, self.predictor.iter_times_s(model, pairs, cpg),
                                  strict=True))
         ck = (plan, shape)
-        if ck not in table:
-            table[ck] = self.predictor.iter_time_s(model, plan, shape, cpg)
-        return table[ck]
+        t = table.get(ck, _MISS)
+        if t is _MISS:
+            t = table[ck] = self.predictor.iter_time_s(model, plan, shape, cpg)
+        return t  # type: ignore[return-value]
 
     def speed(self, info: JobInfo, cand: Cand, cpg: float, t_ref: float) -> float:
         if cand.plan is None or cand.shape is None:
@@ -789,7 +768,13 @@ class Rubick(Policy):
 
     def _min_res(self, info: JobInfo, jm: JobModel) -> tuple[int, int]:
         """MIN_RES [3.4]: fewest GPUs, then CPUs per GPU, predicted >= TP^SLA, within the
-        request; else the request itself."""
+        request; else the request itself. ``info`` is ``jm.info`` (memoised on the model)."""
+        got = jm._min_res.get(self.sla_margin)
+        if got is None:
+            got = jm._min_res[self.sla_margin] = self._min_res_uncached(info, jm)
+        return got
+
+    def _min_res_uncached(self, info: JobInfo, jm: JobModel) -> tuple[int, int]:
         target = 1.0 - self.sla_margin
         req_c = max(1, round(info.req_cpus_per_gpu))
         for g in range(1, info.req_gpus + 1):
