@@ -40,7 +40,8 @@ Deviations and readings (details and evidence in ``docs/reproductions/rubick.md`
 - Slopes use rates to the next valid point [A2]; a donor's loss is evaluated on its actual
   step-down configuration on its own nodes (a whole step is released at once), and only the
   GPUs the receiver finally uses are taken (donors not needed are left alone).
-- Within one pass a job that shrank does not grow again [R].
+- Within one pass a job that shrank does not grow again [R]; a donor counts as shrunk only once
+  a receiver commits its step (the walk's steals are tentative).
 - A running job changes configuration only if its predicted speed improves by more than the
   flatness tolerance (1%).
 - Rubick-E / Rubick-N never preempt (every Base-trace job is best effort) [4.4 R].
@@ -487,7 +488,7 @@ class _Job:
     locked: bool
     starving: bool
     cur_speed: float
-    grew: bool = False
+    #: gave GPUs to another job in this pass (committed steals only): it does not grow again
     shrank: bool = False
     #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a pass)
     jid: str = field(init=False)
@@ -568,6 +569,8 @@ class Rubick(Policy):
         self._sizes_memo: tuple[Cluster, list[int], int | None] | None = None
         #: Locked jobs reconfigured in the last pass to honour a guarantee [A8]
         self.overrides: set[str] = set()
+        #: Jobs that gave GPUs to another job in the last pass (the donors of ``moves``)
+        self.shrunk: set[str] = set()
         #: Scheduling class of each job in the last pass (True = guaranteed)
         self.guaranteed: dict[str, bool] = {}
         self.last_assigned: dict[str, tuple[Cand, int, float]] = {}  # job -> (cand, cpg, S)
@@ -849,6 +852,7 @@ class Rubick(Policy):
                                      self._locked(view, now_s), starving, cur_speed)
         before = dict(state.alloc)
         self._schedule(snapshot, state, jobs, now_s)
+        self.shrunk = {jid for jid, j in jobs.items() if j.shrank}
         return self._actions(snapshot, state, before, jobs)
 
     def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
@@ -1183,8 +1187,6 @@ class Rubick(Policy):
                 continue
             self._apply_step(state, jobs, djob, step[0], n)
             taken.append((jid, djob, sp, step[1], urgent))
-            if d.locked:
-                self.overrides.add(djob)  # SLA first: a locked best-effort job gives way [A8]
         if any(own.get(n, 0) + len(state.nodes[n].free_gpus) < k for n, k in emb.items()):
             state.rollback(mark)
             return False
@@ -1196,7 +1198,14 @@ class Rubick(Policy):
             state.rollback(mark)
             return False
         state.set(jid, new)
-        j.grew = cur is None or new.total >= cur.total
+        # Only now do the donors shrink: the walk's steals were tentative (rolled back above),
+        # and a donor whose step was not needed, or whose receiver gave up, keeps its resources
+        # and may still grow later in the pass.
+        for _, djob, _, _, _ in taken:
+            d = jobs[djob]
+            d.shrank = True
+            if d.locked:
+                self.overrides.add(djob)  # SLA first: a locked best-effort job gives way [A8]
         self.moves.extend(taken)
         return True
 
@@ -1471,13 +1480,11 @@ class Rubick(Policy):
         d = jobs[djob]
         if cand is None:
             state.set(djob, None)
-            d.shrank = True
             return before
         gpus = {n: sorted(a.indices(n))[:k] for n, k in emb.items()}
         cpg = a.cpus_per_gpu
         new = self._make_alloc_raw(d, cand, cpg, gpus, state)
         state.set(djob, new)
-        d.shrank = True
         return before - new.count(node)
 
     def _make_alloc_raw(self, d: _Job, cand: Cand, cpg: int, gpus: dict[str, list[int]],

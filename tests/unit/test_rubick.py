@@ -828,6 +828,34 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     assert any(got)
 
 
+@pytest.mark.parametrize("variant", ["full", "R"])
+@pytest.mark.parametrize("seed", range(3))
+def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
+    """A donor counts as shrunk (and may not grow again in the pass) only when a receiver
+    commits the step it took: the walk's steals are tentative, rolled back when the receiver
+    fails or does not need them. In both passes the shrunk jobs are exactly the donors of the
+    committed moves, and the walks stole more often than was committed."""
+    pol = Rubick(variant=variant)
+    tentative: list[int] = []
+    orig_walk = Rubick._walk
+
+    def counting_walk(self, *args):
+        got = orig_walk(self, *args)
+        tentative[-1] += len(args[-1])  # the walk's steals (rolled back by the caller)
+        return got
+
+    monkeypatch.setattr(Rubick, "_walk", counting_walk)
+    uncommitted = shrunk = 0
+    for _ in range(2):
+        tentative.append(0)
+        snap = _busy_snapshot(seed)
+        pol.decide(snap, snap.now_s)
+        assert pol.shrunk == {donor for _, donor, _, _, _ in pol.moves}
+        shrunk += len(pol.shrunk)
+        uncommitted += tentative[-1] - len(pol.moves)
+    assert shrunk > 0 and uncommitted > 0
+
+
 def test_sia_keeps_every_allocation_when_its_mip_finds_no_solution(caplog):
     """At 8,192 GPUs the MIP can run out of time without a solution: the round must not preempt
     every running job (it did: an empty solution read as "run nothing")."""
