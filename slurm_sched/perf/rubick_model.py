@@ -52,6 +52,7 @@ from slurm_sched.sim.progress import ProgressModel
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_MISS = object()  # memo miss marker (None is a remembered answer)
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "rubick"
 MIB = float(2**20)
@@ -1120,26 +1121,50 @@ class JobInfo:
     tenant: str
 
 
-def job_info(spec: JobSpec) -> JobInfo | None:
+def job_info(spec: JobSpec, memo: dict[tuple, JobInfo | None] | None = None
+             ) -> JobInfo | None:
     """Rubick's view of a job: None if its model is unknown (the job is then rigid).
 
     The original plan is ``attrs["exec_plan"]`` (Rubick traces) or the first of
     ``attrs["plans"]`` (hints); default plain DP, or the fastest measured 3D plan on the
     requested GPUs for models that cannot run DP. Class: ``attrs["guaranteed"]`` or
     ``attrs["is_sla"]``.
+
+    ``memo`` (the caller's, e.g. one scheduler's): jobs of one kind (same model, batch, GPUs,
+    CPUs, tenant, plans and class) get one shared :class:`JobInfo` from it; a big cluster's
+    first pass reads thousands of them.
     """
-    model = model_spec(spec.model)
-    if model is None:
-        return None
-    if spec.batch_size is not None and spec.batch_size != model.batch:
-        model = _with_batch(model, spec.batch_size)
     attrs = spec.attrs or {}
     plans = attrs.get("plans")
-    code = attrs.get("exec_plan") or (plans[0] if plans else None)
-    g = spec.num_gpus
+    code = attrs.get("exec_plan")
+    guaranteed = bool(attrs.get("guaranteed", attrs.get("is_sla", False)))
+    args = (spec.model, spec.batch_size, spec.num_gpus, spec.num_cpus, spec.user, code)
+    if memo is not None and (plans is None or type(plans) in (list, tuple)) and (
+            code is None or type(code) is str):
+        key = (*args, None if plans is None else tuple(plans), guaranteed)
+        try:
+            got = memo.get(key, _MISS)
+        except TypeError:  # an unhashable plan entry: read it without the memo
+            got = _job_info(*args, plans, guaranteed)
+        else:
+            if got is _MISS:
+                got = memo[key] = _job_info(*key)
+        return got  # type: ignore[return-value]
+    return _job_info(*args, plans, guaranteed)
+
+
+def _job_info(model_name: str | None, batch_size: int | None, g: int, num_cpus: int | None,
+              user: str, code: object, plans: Sequence[object] | None,
+              guaranteed: bool) -> JobInfo | None:
+    model = model_spec(model_name)
+    if model is None:
+        return None
+    if batch_size is not None and batch_size != model.batch:
+        model = _with_batch(model, batch_size)
+    code = code or (plans[0] if plans else None)
     plan, ref = _requested_plan(model, str(code) if code else None, g)
     cat = measured_catalog()
-    cpus = (spec.num_cpus / g) if spec.num_cpus else cat.table_cpus
+    cpus = (num_cpus / g) if num_cpus else cat.table_cpus
     allowed = None
     if plans:
         allowed_set = set()
@@ -1149,8 +1174,7 @@ def job_info(spec: JobSpec) -> JobInfo | None:
             except ValueError:
                 continue
         allowed = frozenset(allowed_set) or None
-    guaranteed = bool(attrs.get("guaranteed", attrs.get("is_sla", False)))
-    return JobInfo(model, plan, ref, g, float(cpus), allowed, guaranteed, spec.user)
+    return JobInfo(model, plan, ref, g, float(cpus), allowed, guaranteed, user)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -546,6 +546,7 @@ class Rubick(Policy):
         self.catalog = catalog or measured_catalog()
         # learned state
         self._infos: dict[str, JobInfo | None] = {}
+        self._info_memo: dict[tuple, JobInfo | None] = {}  # job_info's, by job kind
         self._models: dict[str, JobModel] = {}
         self._times: dict[tuple, dict[tuple[Plan, Shape], float | None]] = {}
         self._reconfs: dict[str, int] = {}
@@ -579,7 +580,9 @@ class Rubick(Policy):
     def info(self, view: JobView) -> JobInfo | None:
         jid = view.job_id
         if jid not in self._infos:
-            self._infos[jid] = job_info(view.spec)
+            if len(self._info_memo) > 65_536:
+                self._info_memo.clear()
+            self._infos[jid] = job_info(view.spec, self._info_memo)
         return self._infos[jid]
 
     def _time(self, model: ModelSpec, plan: Plan, shape: Shape, cpg: float) -> float | None:
