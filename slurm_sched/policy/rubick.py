@@ -487,14 +487,10 @@ class _Job:
     min_cpg: int  # CPU floor per GPU
     locked: bool
     starving: bool
-    cur_speed: float
+    #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a pass)
+    jid: str
     #: gave GPUs to another job in this pass (committed steals only): it does not grow again
     shrank: bool = False
-    #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a pass)
-    jid: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.jid = self.view.spec.job_id
 
 
 class Rubick(Policy):
@@ -824,35 +820,32 @@ class Rubick(Policy):
             return []
         state = self._build_state(snapshot)
         jobs: dict[str, _Job] = {}
+        total_gpus = snapshot.cluster.total_gpus
+        running, pending = JobState.RUNNING, JobState.PENDING
         for view in snapshot.jobs:
-            if view.state is JobState.SUSPENDED:
+            st = view.state
+            if st is JobState.SUSPENDED:
                 continue  # Rubick never suspends; leave such jobs alone
+            jid = view.spec.job_id
             jm = self.job_model(view, snapshot)
             info = jm.info
             guaranteed = bool(info and info.guaranteed)
             min_g, min_c = 0, 1
             if guaranteed and info is not None:
-                cached = self._minres.get(view.job_id)
+                cached = self._minres.get(jid)
                 if cached is None or cached[2] != jm.version:
                     g, c = self._min_res(info, jm)
-                    self._minres[view.job_id] = (g, c, jm.version)
-                    cached = self._minres[view.job_id]
+                    cached = self._minres[jid] = (g, c, jm.version)
                 min_g, min_c = cached[0], cached[1]
-                quota = self.quotas.get(view.spec.user, snapshot.cluster.total_gpus)
-                if min_g > quota:
+                if min_g > self.quotas.get(view.spec.user, total_gpus):
                     # its minimum never fits the tenant's quota: it could never be privileged,
                     # so it runs as best effort rather than never [R, liveness]
                     guaranteed, min_g, min_c = False, 0, 1
-            self.guaranteed[view.job_id] = guaranteed
-            cur_speed = 0.0
-            if view.state is JobState.RUNNING:
-                a = state.alloc.get(view.job_id)
-                if a is not None:
-                    cur_speed = self._speed_alloc(jm, a)
-            starving = (view.state is JobState.PENDING and not guaranteed
+            self.guaranteed[jid] = guaranteed
+            starving = (st is pending and not guaranteed
                         and now_s - view.spec.submit_time_s >= self.starve_s)
-            jobs[view.job_id] = _Job(view, jm, guaranteed, min_g, min_c,
-                                     self._locked(view, now_s), starving, cur_speed)
+            locked = st is running and self._locked(view, now_s)
+            jobs[jid] = _Job(view, jm, guaranteed, min_g, min_c, locked, starving, jid)
         before = dict(state.alloc)
         self._schedule(snapshot, state, jobs, now_s)
         self.shrunk = {jid for jid, j in jobs.items() if j.shrank}
