@@ -324,6 +324,30 @@ def test_plan_codes_round_trip():
         Plan.parse("zero-3")
 
 
+def test_job_info_memo_shares_one_info_per_kind_and_changes_nothing():
+    """job_info with a memo: equal requests share one JobInfo, equal to the one read without
+    it; other tenants, classes, batches or plan lists get their own; hints the memo cannot key
+    (an unhashable plan entry) are read as before."""
+    def spec(jid, **kw):
+        base = dict(job_id=jid, submit_time_s=0.0, num_gpus=4, duration_s=10.0, model="gpt2",
+                    user="u", attrs={"exec_plan": "ga"})
+        base.update(kw)
+        return JobSpec(**base)
+
+    memo: dict = {}
+    a, b = job_info(spec("a"), memo), job_info(spec("b"), memo)
+    assert a is b and a == job_info(spec("a"))
+    variants = [spec("c", user="v"), spec("d", attrs={"exec_plan": "ga", "is_sla": True}),
+                spec("e", batch_size=64), spec("f", attrs={"plans": ["zero-dp", "ga"]}),
+                spec("g", num_cpus=8), spec("h", model="bert")]
+    infos = [job_info(s, memo) for s in variants]
+    assert all(i is not a for i in infos)
+    assert infos == [job_info(s) for s in variants]
+    odd = spec("i", attrs={"plans": [["ga"], "zero-dp"]})  # a list inside: unhashable
+    assert job_info(odd, memo) == job_info(odd)
+    assert job_info(spec("j", model="no-such-model"), memo) is None
+
+
 def test_min_res_sanity():
     cluster = a800(8)
     for spec in (rjob("a", "gpt2", 8, "ga", guaranteed=True, cpus=64),
