@@ -28,6 +28,7 @@ import statistics
 import time
 from pathlib import Path
 
+from slurm_sched.hostinfo import package_versions
 from slurm_sched.model import (
     ClusterSnapshot,
     JobSpec,
@@ -111,7 +112,8 @@ def main() -> int:
         "gpus": snap.cluster.total_gpus,
         "target_s": 1.0,
         "meets_target": all(r["decide_s_median"] <= 1.0 for r in default),
-        "machine": {"python": platform.python_version(), "processor": platform.processor(),
+        "machine": {"python": platform.python_version(), "packages": package_versions(),
+                    "processor": platform.processor(),
                     "system": platform.system(), "cpus": os.cpu_count(),
                     "load_avg_1m_at_start": load_at_start},
         "results": rows,

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from slurm_sched.hostinfo import package_versions
+
 CLUSTER = "256x8"
 TRACE = "pollux/philly.csv"
 
@@ -69,7 +71,8 @@ def main() -> int:
         "benchmark": "philly_full_trace",
         "trace": TRACE,
         "cluster": CLUSTER,
-        "machine": {"python": platform.python_version(), "cpus": _cpus(), "node": platform.node()},
+        "machine": {"python": platform.python_version(), "packages": package_versions(),
+                    "cpus": _cpus(), "node": platform.node()},
         "targets": {"tiresias_wall_s": 60, "peak_rss_mb": 2048},
         "results": results,
     }

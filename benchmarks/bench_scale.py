@@ -58,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slurm_sched.hostinfo import cpu_model
+from slurm_sched.hostinfo import cpu_model, package_versions
 from slurm_sched.model import (
     Cluster,
     ClusterSnapshot,
@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         "misses_target": [r["policy"] for r in rows if not r["meets_target"]],
         "machine": {
             "python": platform.python_version(), "python_executable": sys.executable,
+            "packages": package_versions(),
             "python_base": sys.base_prefix,  # whose build: e.g. /usr (Debian's) or a pyenv one
             "processor": cpu_model() or platform.processor(),
             "machine": platform.machine(), "system": platform.system(),

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from slurm_sched.hostinfo import package_versions
 from slurm_sched.model import JobSpec, parse_cluster_spec
 from slurm_sched.perf.asrpt_model import (
     AsrptProgress,
@@ -205,7 +206,7 @@ def save(section: str, payload: dict[str, Any]) -> Path:
             suffix += f"_tau{TAU:g}"
     path = RESULTS / f"a_srpt_{section}{suffix}.json"
     payload = {"section": section, "cluster": CLUSTER, "seed": SEED, "tau": TAU,
-               "python": platform.python_version(), **payload}
+               "python": platform.python_version(), "packages": package_versions(), **payload}
     path.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     return path
 

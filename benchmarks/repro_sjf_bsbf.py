@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from slurm_sched.hostinfo import package_versions
 from slurm_sched.model import JobSpec, parse_cluster_spec
 from slurm_sched.perf.sjf_bsbf_model import (
     GAVEL_ANALOGUES,
@@ -128,7 +129,8 @@ def run(jobs: Sequence[JobSpec], policy: Policy, world: ProgressModel) -> dict[s
 def save(name: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"experiment": name, "cluster": CLUSTER,
-               "machine": {"python": platform.python_version()}, **payload}
+               "machine": {"python": platform.python_version(),
+                           "packages": package_versions()}, **payload}
     path = RESULTS / f"sjf_bsbf_{name}.json"
     path.write_text(json.dumps(payload, indent=1) + "\n")
     return path

@@ -14,3 +14,23 @@ def cpu_model() -> str | None:
     except OSError:
         pass
     return None
+
+
+#: The numeric stack whose versions move simulated results (least-squares fits, forests).
+RESULT_PACKAGES = ("numpy", "scipy", "scikit-learn", "networkx", "pydantic")
+
+
+def package_versions(names: tuple[str, ...] = RESULT_PACKAGES) -> dict[str, str | None]:
+    """Installed versions of ``names`` (distribution names), None for a missing one: results
+    files record them, since ``pyproject.toml`` sets lower bounds only and a fresh setup takes
+    the newest releases (Rubick's model fits moved with SciPy 1.17, see
+    docs/reproductions/rubick.md)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
