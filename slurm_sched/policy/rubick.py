@@ -138,8 +138,8 @@ class JobModel:
     _by_size: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
     #: memo of :meth:`Rubick._min_res` by SLA margin (a function of the request and the curve,
     #: which jobs of one kind share whatever their tenant and class)
-    _min_res: dict[float, tuple[int, int]] = field(default_factory=dict, repr=False,
-                                                   compare=False)
+    _min_res_memo: dict[float, tuple[int, int]] = field(default_factory=dict, repr=False,
+                                                        compare=False)
 
     @property
     def rigid(self) -> bool:
@@ -546,7 +546,7 @@ class Rubick(Policy):
         self._models: dict[str, JobModel] = {}
         self._times: dict[tuple, dict[tuple[Plan, Shape], float | None]] = {}
         self._reconfs: dict[str, int] = {}
-        self._minres: dict[str, tuple[int, int, int]] = {}  # job -> (gpus, cpg, version)
+        self._minres: dict[str, tuple[int, int]] = {}  # job -> (gpus, cpg) of the last pass
         #: Reallocations of the last pass: (receiver, donor, sigma+, sigma-, receiver urgent)
         self.moves: list[tuple[str, str, float, float, bool]] = []
         self._step_cache: dict[tuple, tuple | None] = {}
@@ -771,9 +771,9 @@ class Rubick(Policy):
     def _min_res(self, info: JobInfo, jm: JobModel) -> tuple[int, int]:
         """MIN_RES [3.4]: fewest GPUs, then CPUs per GPU, predicted >= TP^SLA, within the
         request; else the request itself. ``info`` is ``jm.info`` (memoised on the model)."""
-        got = jm._min_res.get(self.sla_margin)
+        got = jm._min_res_memo.get(self.sla_margin)
         if got is None:
-            got = jm._min_res[self.sla_margin] = self._min_res_uncached(info, jm)
+            got = jm._min_res_memo[self.sla_margin] = self._min_res_uncached(info, jm)
         return got
 
     def _min_res_uncached(self, info: JobInfo, jm: JobModel) -> tuple[int, int]:
@@ -832,11 +832,7 @@ class Rubick(Policy):
             guaranteed = bool(info and info.guaranteed)
             min_g, min_c = 0, 1
             if guaranteed and info is not None:
-                cached = self._minres.get(jid)
-                if cached is None or cached[2] != jm.version:
-                    g, c = self._min_res(info, jm)
-                    cached = self._minres[jid] = (g, c, jm.version)
-                min_g, min_c = cached[0], cached[1]
+                min_g, min_c = self._minres[jid] = self._min_res(info, jm)
                 if min_g > self.quotas.get(view.spec.user, total_gpus):
                     # its minimum never fits the tenant's quota: it could never be privileged,
                     # so it runs as best effort rather than never [R, liveness]
