@@ -54,8 +54,9 @@ import functools
 import logging
 import math
 import statistics
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,6 @@ from slurm_sched.perf.rubick_model import (
     accumulation_steps,
     cpu_key,
     enumerate_plans,
-    hash_once,
     host_memory_gb,
     job_info,
     measured_catalog,
@@ -108,15 +108,34 @@ _MISS = object()  # cache miss marker (None is a cached answer)
 
 
 # ============================================================================ candidates
-@hash_once  # (dictionary keys)
-@dataclass(frozen=True)
 class Cand:
     """One configuration a job can run in. ``plan``/``shape`` None = a rigid job of an unknown
-    model: its requested GPUs on any split, as submitted."""
+    model: its requested GPUs on any split, as submitted.
 
-    plan: Plan | None
-    shape: Shape | None
-    gpus: int
+    A value (never changed once made), equal and hashed by its fields. Written out rather than
+    a frozen dataclass: mypyc (:mod:`slurm_sched.native`) compiles ``==`` between instances of
+    a dataclass that carries another class decorator as identity, and the hash is kept."""
+
+    def __init__(self, plan: Plan | None, shape: Shape | None, gpus: int) -> None:
+        self.plan = plan
+        self.shape = shape
+        self.gpus = gpus
+        self._hash = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cand):
+            return False
+        return self is other or (self.gpus == other.gpus and self.shape == other.shape
+                                 and self.plan == other.plan)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h == 0:  # (dictionary keys: computed once)
+            h = self._hash = hash((self.plan, self.shape, self.gpus)) or 1
+        return h
+
+    def __repr__(self) -> str:
+        return f"Cand(plan={self.plan!r}, shape={self.shape!r}, gpus={self.gpus!r})"
 
 
 @dataclass
@@ -182,16 +201,39 @@ class JobModel:
 
 
 # ============================================================================ allocations
-@hash_once  # allocations key the per-pass caches of donor steps: hashed millions of times
-@dataclass(frozen=True)
 class Alloc:
-    """A job's tentative allocation: GPU indices, CPUs and host memory per node."""
+    """A job's tentative allocation: GPU indices, CPUs and host memory per node.
 
-    gpus: tuple[tuple[str, tuple[int, ...]], ...]
-    cpus: tuple[tuple[str, int], ...]
-    mem: tuple[tuple[str, float], ...]
-    cand: Cand
-    cpus_per_gpu: int
+    A value like :class:`Cand` (and written out for the same reason). Allocations key the
+    per-pass caches of donor steps: hashed millions of times, so the hash is kept."""
+
+    def __init__(self, gpus: tuple[tuple[str, tuple[int, ...]], ...],
+                 cpus: tuple[tuple[str, int], ...], mem: tuple[tuple[str, float], ...],
+                 cand: Cand, cpus_per_gpu: int) -> None:
+        self.gpus = gpus
+        self.cpus = cpus
+        self.mem = mem
+        self.cand = cand
+        self.cpus_per_gpu = cpus_per_gpu
+        self._hash = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Alloc):
+            return False
+        return self is other or (
+            self.gpus == other.gpus and self.cpus == other.cpus and self.mem == other.mem
+            and self.cand == other.cand and self.cpus_per_gpu == other.cpus_per_gpu)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h == 0:
+            h = self._hash = hash(
+                (self.gpus, self.cpus, self.mem, self.cand, self.cpus_per_gpu)) or 1
+        return h
+
+    def __repr__(self) -> str:
+        return (f"Alloc(gpus={self.gpus!r}, cpus={self.cpus!r}, mem={self.mem!r}, "
+                f"cand={self.cand!r}, cpus_per_gpu={self.cpus_per_gpu!r})")
 
     @property
     def total(self) -> int:
@@ -663,7 +705,8 @@ class Rubick(Policy):
         if ref not in out and _fits_cluster(info.ref_shape, sizes) and len(
                 set(info.ref_shape)) == 1:
             out.append(ref)
-        return sorted(set(out), key=lambda c: (c.gpus, c.shape, plan_order(c.plan), c.plan))
+        return sorted(set(out), key=lambda c: (
+            c.gpus, c.shape, plan_order(c.plan) if c.plan is not None else 0, c.plan))
 
     def job_model(self, view: JobView, snapshot: ClusterSnapshot) -> JobModel:
         jid = view.job_id
@@ -882,8 +925,8 @@ class Rubick(Policy):
                 reports[key] = (info.model, cand.plan, cand.shape, float(cpg), [t])
             else:
                 got[4].append(t)
-        for model, plan, shape, cpg, times in reports.values():
-            self.predictor.observe(model, plan, shape, cpg, statistics.median(times))
+        for model, plan, shape, cpgf, times in reports.values():
+            self.predictor.observe(model, plan, shape, cpgf, statistics.median(times))
         refit = getattr(self.predictor, "refit_pending", None)
         if refit is not None:
             refit()
@@ -913,7 +956,7 @@ class Rubick(Policy):
         return state
 
     def _make_alloc(self, snapshot: ClusterSnapshot, jm: JobModel, cand: Cand, cpg: int,
-                    gpus: dict[str, Iterable[int]], view: JobView) -> Alloc:
+                    gpus: Mapping[str, Iterable[int]], view: JobView) -> Alloc:
         by_name = snapshot.cluster.by_name
         parts = tuple((n, tuple(sorted(g))) for n, g in gpus.items())
         total = sum(len(g) for _, g in parts)
@@ -974,7 +1017,8 @@ class Rubick(Policy):
                 continue
             if j.view.state is JobState.RUNNING and j.locked:
                 continue
-            x = state.alloc[jid].total if state.alloc.get(jid) else 0
+            xa = state.alloc.get(jid)
+            x = xa.total if xa is not None else 0
             if j.view.state is JobState.RUNNING and x == 0:
                 continue  # preempted earlier in this pass
             s_gpu = j.jm.sigma_plus(x)
@@ -1333,7 +1377,7 @@ class Rubick(Policy):
         on_node = state.nodes[node].jobs
         here = rid in on_node
         key = (node, state.version[node], privileged, rid if here else None)
-        got = self._donor_cache.get(key, _MISS)
+        got: Any = self._donor_cache.get(key, _MISS)
         if got is _MISS:
             # a node often comes back to an earlier content (a job's walk steals, is rolled
             # back, then re-takes the same steps): the answer is keyed by content too
@@ -1398,7 +1442,7 @@ class Rubick(Policy):
         if home != node:
             return None  # nothing to free there
         key = (id(d.jm), a.cand, a.cpus_per_gpu, d.guaranteed, d.starving, d.min_gpus)
-        got = self._step_by_kind.get(key, _MISS)
+        got: Any = self._step_by_kind.get(key, _MISS)
         if got is _MISS:
             got = self._step_by_kind[key] = self._step_down_uncached(state, d, node)
         if got is None:
@@ -1580,7 +1624,7 @@ class Rubick(Policy):
         if view is None:
             return f"job {job_id} is not active"
         jm = self.job_model(view, snapshot)
-        if jm.rigid:
+        if jm.info is None:
             base = f"job {job_id}: unknown model, rigid on {view.spec.num_gpus} GPU(s)"
         else:
             valid = ", ".join(f"{x}:{jm.curve[x]:.2f}" for x in jm.valid)
