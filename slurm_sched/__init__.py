@@ -5,4 +5,9 @@ backends behind one interface (:mod:`slurm_sched.backend`): the trace-driven sim
 (:mod:`slurm_sched.sim`) and the live Slurm cluster (:mod:`slurm_sched.slurm`).
 """
 
+from slurm_sched import native as _native
+
 __version__ = "0.1.0"
+
+# compiled hot modules, when an up-to-date build is there (see slurm_sched.native)
+_native.install()

@@ -239,6 +239,32 @@ def policies(show_options: bool) -> None:
             click.echo(f"{'':{w}}  options: {', '.join(p.options) or 'none'}")
 
 
+@cli.group()
+def native() -> None:
+    """The compiled core (mypyc builds of the hot policy modules; see slurm_sched.native)."""
+
+
+@native.command("build")
+def native_build() -> None:
+    """Compile the hot modules; later imports use the build while it matches the source."""
+    from slurm_sched import native as nat
+
+    try:
+        built = nat.build()
+    except nat.NativeBuildError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"built {', '.join(sorted(built))} into {nat.NATIVE_DIR}")
+
+
+@native.command("status")
+def native_status() -> None:
+    """Per compiled module: whether it runs compiled in this environment, and if not why."""
+    from slurm_sched import native as nat
+
+    for name, state in nat.status().items():
+        click.echo(f"{name}: {state}")
+
+
 def _add_optional_groups() -> None:
     from slurm_sched.runtime.profile_cli import profile  # torch is imported only when it runs
 

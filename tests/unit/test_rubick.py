@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobState, Node, Placement
+from slurm_sched.native import source_module
 from slurm_sched.perf import registry as perf_registry
 from slurm_sched.perf.rubick_model import (
     HELD_OUT_DP,
@@ -826,9 +827,11 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     shared by one-node donors of a kind, the lazy flatness order and the reuse of a queued
     kind's failure (issue #10) decide exactly what the one-by-one walk with fresh versions,
     version-keyed donors, per-model tables, per-donor step-downs, fully sorted fits and no
-    failure reuse decides, over two passes (cold, then after observations and refits)."""
-    from slurm_sched.policy import rubick
-    from slurm_sched.policy.rubick import State
+    failure reuse decides, over two passes (cold, then after observations and refits).
+    Patched internals: the pure-Python module (compiled code calls its own functions directly;
+    ``test_compiled_core_decides_as_the_source`` ties the two together)."""
+    rubick = source_module("slurm_sched.policy.rubick")
+    Rubick, State = rubick.Rubick, rubick.State
 
     fast = Rubick(variant=variant)
     with monkeypatch.context() as m:
@@ -858,7 +861,9 @@ def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
     """A donor counts as shrunk (and may not grow again in the pass) only when a receiver
     commits the step it took: the walk's steals are tentative, rolled back when the receiver
     fails or does not need them. In both passes the shrunk jobs are exactly the donors of the
-    committed moves, and the walks stole more often than was committed."""
+    committed moves, and the walks stole more often than was committed. (The pure-Python
+    module: its walk is patched to count.)"""
+    Rubick = source_module("slurm_sched.policy.rubick").Rubick
     pol = Rubick(variant=variant)
     tentative: list[int] = []
     orig_walk = Rubick._walk
@@ -878,6 +883,44 @@ def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
         shrunk += len(pol.shrunk)
         uncommitted += tentative[-1] - len(pol.moves)
     assert shrunk > 0 and uncommitted > 0
+
+
+def _decisions() -> list[str]:
+    """What Rubick (full, -R, -E) decides on the busy snapshots over two passes (cold, then
+    after observations and refits), on the fitted and the oracle predictor: actions, moves,
+    overrides, shrunk donors and explanations, as text."""
+    out = []
+    for variant, seed, predictor in itertools.product(("full", "R", "E"), range(3),
+                                                      ("fitted", "oracle")):
+        pol = Rubick(variant=variant, predictor=predictor)
+        for _ in range(2):
+            snap = _busy_snapshot(seed)
+            acts = pol.decide(snap, snap.now_s)
+            out.append(repr((variant, seed, predictor, acts, pol.moves, sorted(pol.overrides),
+                             sorted(pol.shrunk),
+                             [pol.explain(snap, j.job_id) for j in snap.pending[:5]])))
+    return out
+
+
+def test_compiled_core_decides_as_the_source():
+    """This process's Rubick (the mypyc build of the hot modules when there is one, see
+    :mod:`slurm_sched.native`; the test command requires it) decides exactly what the
+    pure-Python modules decide, run in a child interpreter with ``SLURM_SCHED_NATIVE=off``."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", "import json; from tests.unit.test_rubick import _decisions; "
+                               "print(json.dumps(_decisions()))"],
+        cwd=root, env={**os.environ, "SLURM_SCHED_NATIVE": "off"}, capture_output=True,
+        text=True, check=True)
+    here = _decisions()
+    assert json.loads(child.stdout) == here
+    assert sum("Reconfigure" in d or "Preempt" in d for d in here) >= 6
 
 
 def test_sia_keeps_every_allocation_when_its_mip_finds_no_solution(caplog):
