@@ -36,8 +36,10 @@ a policy has used ``--budget-s`` (at least one repeat always runs). Progress goe
 JSON (``benchmarks/results/scale.json``) holds machine facts, the load average before and after
 each policy, the command, and per policy the median and max wall time of both calls, their
 median CPU time (the machine is shared: CPU time shows what the policy itself used), the
-number of actions and the machine's speed just before (:func:`calibrate`). Target: median wall
-time <= 1 s on the reference 2-core machine. The first policy of a family in the process also
+number of actions and the machine's speed just before (:func:`calibrate`), and which hot modules
+ran compiled (:mod:`slurm_sched.native`: the build ``scripts/setup.sh`` makes; set
+``SLURM_SCHED_NATIVE=off`` to time the pure-Python modules). Target: median wall time <= 1 s on
+the reference 2-core machine. The first policy of a family in the process also
 pays one-time loading of its model data (caches of the perf modules), as a freshly started
 scheduler would.
 """
@@ -58,6 +60,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from slurm_sched import native
 from slurm_sched.hostinfo import cpu_model, package_versions
 from slurm_sched.model import (
     Cluster,
@@ -350,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "python": platform.python_version(), "python_executable": sys.executable,
             "packages": package_versions(),
+            # which hot modules ran compiled (slurm_sched.native; a setup builds them)
+            "compiled_core": native.status(),
             "python_base": sys.base_prefix,  # whose build: e.g. /usr (Debian's) or a pyenv one
             "processor": cpu_model() or platform.processor(),
             "machine": platform.machine(), "system": platform.system(),
