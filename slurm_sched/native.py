@@ -212,7 +212,7 @@ setup(name="slurm-sched-native", ext_modules=exts,
 """
 
 
-def build(*, verbose: bool = False) -> dict[str, str]:
+def build() -> dict[str, str]:
     """Compile :data:`COMPILED` into :data:`NATIVE_DIR` and write the manifest; returns
     :func:`check_build`'s files by module name. Raises :class:`NativeBuildError` (mypy missing,
     a type error, no compiler: the output says) and then leaves no build behind."""
@@ -226,12 +226,11 @@ def build(*, verbose: bool = False) -> dict[str, str]:
         work = Path(tmp)
         (work / "src").mkdir()
         (work / "src" / "slurm_sched").symlink_to(PACKAGE_DIR, target_is_directory=True)
-        rel = [str(Path("slurm_sched", *m.split(".")[1:-1], m.split(".")[-1] + ".py"))
-               for m in COMPILED]
+        rel = [str(source_path(m).relative_to(PACKAGE_DIR.parent)) for m in COMPILED]
         proc = subprocess.run([sys.executable, "-c", _BUILD_SCRIPT, str(work), *rel],
-                              cwd=work / "src", capture_output=not verbose, text=True)
+                              cwd=work / "src", capture_output=True, text=True)
         if proc.returncode != 0:
-            tail = ((proc.stdout or "") + (proc.stderr or ""))[-4000:]
+            tail = (proc.stdout + proc.stderr)[-4000:]
             raise NativeBuildError(f"mypyc build failed (exit {proc.returncode}):\n{tail}")
         lib = work / "lib"
         found = {".".join(so.relative_to(lib).parts)[: -len(_suffix())]: so

@@ -37,15 +37,20 @@ def test_a_matching_build_is_served(tmp_path):
     ({"sources": {m: "0" * 64 for m in native.COMPILED}}, "stale: rubick.py changed"),
     ({"suffix": ".cpython-27-foo.so"}, "built for .cpython-27-foo.so"),
     ({"sources": {}}, "built for []"),
-    ({"files": {"slurm_sched.policy.rubick": "gone" + SUFFIX}}, "missing"),
 ])
 def test_a_stale_or_foreign_build_is_not_served(tmp_path, override, why):
     _fake_build(tmp_path, **override)
-    if "gone" in json.dumps(override):
-        (tmp_path / ("gone" + SUFFIX)).unlink()
     files, got = native.check_build(tmp_path)
     assert files == {}
     assert why in got
+
+
+def test_a_build_with_a_file_missing_is_not_served(tmp_path):
+    manifest = _fake_build(tmp_path)
+    (tmp_path / manifest["files"]["slurm_sched.policy.rubick"]).unlink()
+    files, why = native.check_build(tmp_path)
+    assert files == {}
+    assert why.startswith("missing ") and why.endswith("slurm_sched.policy.rubick" + SUFFIX)
 
 
 def test_no_or_unreadable_manifest(tmp_path):
