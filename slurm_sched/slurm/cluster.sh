@@ -33,6 +33,10 @@
 #   MINI_SLURM_PLUGIN=<path>      job_submit.lua to install (default: next to this script,
 #                                 else plugin/job_submit.lua of the source tree)
 #   MINI_SLURM_UP_TIMEOUT=30      seconds to wait for all nodes to be idle
+#   MINI_SLURM_PREFIX=<dir>       run the Slurm installed under this prefix (its bin/ and sbin/
+#                                 first on PATH; scripts/slurm-build.sh prints one) instead of
+#                                 the apt packages; it must be configured with
+#                                 --enable-multiple-slurmd. env.sh then exports that PATH too
 #
 # Every process this script stops is found through the state dir (PID files, or processes
 # holding a socket under its spool dir, and their children); nothing is matched by name.
@@ -52,6 +56,8 @@ CTLD_PORT=${MINI_SLURM_CTLD_PORT:-16817}
 SLURMD_PORT=${MINI_SLURM_SLURMD_PORT:-17001}
 MIN_JOB_AGE=${MINI_SLURM_MIN_JOB_AGE:-600}
 UP_TIMEOUT=${MINI_SLURM_UP_TIMEOUT:-30}
+PREFIX=${MINI_SLURM_PREFIX:-}
+PREFIX=${PREFIX%/}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PLUGIN=""
 NEW_ETC=""
@@ -102,6 +108,12 @@ check_settings() {
   [[ -z $UNMANAGED || $UNMANAGED =~ ^[a-z][a-z0-9_-]*$ ]] ||
     die "bad MINI_SLURM_UNMANAGED_PARTITION '$UNMANAGED'"
   [ "$UNMANAGED" != "$PARTITION" ] || die "managed and unmanaged partition are both '$PARTITION'"
+  if [ -n "$PREFIX" ]; then
+    [[ $PREFIX == /* ]] || die "MINI_SLURM_PREFIX must be an absolute path, got '$PREFIX'"
+    [ -x "$PREFIX/sbin/slurmctld" ] && [ -x "$PREFIX/sbin/slurmd" ] && [ -x "$PREFIX/bin/scontrol" ] ||
+      die "MINI_SLURM_PREFIX=$PREFIX has no sbin/slurmctld, sbin/slurmd and bin/scontrol"
+    export PATH="$PREFIX/bin:$PREFIX/sbin:$PATH"
+  fi
 }
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root (slurmd runs jobs as their users)"; }
@@ -114,6 +126,8 @@ take_lock() {
 }
 
 install_packages() {
+  # a Slurm under MINI_SLURM_PREFIX brings its own daemons and clients; munge still comes from apt
+  [ -n "$PREFIX" ] && PKGS=munge
   # shellcheck disable=SC2086
   dpkg -s $PKGS >/dev/null 2>&1 && return 0
   command -v apt-get >/dev/null || die "packages $PKGS are missing and apt-get is not available"
@@ -268,6 +282,10 @@ export MINI_SLURM_NODES="$NODES"
 export MINI_SLURM_SHARDS_PER_GPU=$SHARDS_PER_GPU
 export MINI_SLURM_LEASE_S=$LEASE_S
 EOF
+  if [ -n "$PREFIX" ]; then
+    printf '%s\n' "export MINI_SLURM_PREFIX=$PREFIX" \
+      "export PATH=$PREFIX/bin:$PREFIX/sbin:\$PATH" >>"$etc/env.sh"
+  fi
 }
 
 all_up() {

@@ -27,9 +27,20 @@ def cluster_cli(ctx: click.Context, state_dir: str | None) -> None:
 
 
 @cluster_cli.command("up")
+@click.option(
+    "--slurm",
+    "prefix",
+    envvar="MINI_SLURM_PREFIX",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Run the Slurm installed under this prefix (scripts/slurm-build.sh prints one) "
+    "instead of the apt packages.",
+)
 @click.pass_obj
-def up_cmd(cluster: MiniCluster) -> None:
+def up_cmd(cluster: MiniCluster, prefix: str | None) -> None:
     """Start the cluster (no-op when it already runs) and print its env file."""
+    if prefix:
+        cluster = MiniCluster(cluster.state_dir, slurm_prefix=prefix)
     try:
         took_s = cluster.up()
     except MiniClusterError as exc:
