@@ -88,3 +88,12 @@ class SlurmCommandError(SlurmSchedError):
 
 class BackendUnavailableError(SlurmSchedError):
     """The backend itself cannot be reached (e.g. slurmctld down); apply() raises only this."""
+
+
+class ClusterMisreadError(SlurmSchedError):
+    """What Slurm reports cannot be trusted as the cluster: an unsupported release, a document
+    that lacks or garbles a field the scheduler needs, or no node in the managed partitions.
+
+    Never retried: the daemon stops with this one-line message (exit code 2) rather than
+    schedule on a misread cluster; managed jobs then start under their fail-open leases.
+    """

@@ -1,94 +1,143 @@
-"""Pure parsers for Slurm 22.05 JSON output (``sinfo --json``, ``squeue --json``; openapi v0.0.38).
+"""The scheduler's view of Slurm, read from the JSON of every supported release (22.05-25.11).
 
-No I/O here: every function takes decoded JSON (or strings) and returns typed records. Samples
-recorded on the mini cluster live in ``tests/golden/slurm/`` and drive ``tests/unit/
-test_slurm_parse.py``.
+No I/O here: every function takes decoded JSON and returns typed records. What is read:
 
-Formats seen on 22.05.8 (recorded):
+- jobs: ``squeue --json``, ``scontrol show job --json`` and slurmrestd ``GET /jobs``
+  (``{"jobs": [...]}`` in every release) -> :func:`read_jobs`;
+- nodes: ``scontrol show node --json``, slurmrestd ``GET /nodes`` and 22.05's ``sinfo --json``
+  (``{"nodes": [...]}``, one record per node), and ``sinfo --json`` from 23.02 on
+  (``{"sinfo": [...]}``, one record per *group* of alike nodes and partition, the node names
+  under ``nodes.nodes``) -> :func:`read_nodes`.
 
-- node ``gres``: ``"gpu:a100:4"``, ``"gpu:a100:4,shard:a100:16"``, ``"gpu:a100:4(S:0)"``;
-- job ``tres_per_node`` / ``tres_per_job``: ``"gres:gpu:a100:2"``, ``"gres:gpu:1"``,
-  ``"gres:shard:3"``, ``""``;
-- job ``gres_detail`` (one entry per allocated node, in node order): ``"gpu:a100:2(IDX:0-1)"``,
-  ``"gpu:v100:4(IDX:0-3)"``, ``"shard:a100:3(IDX:0)"`` (a 22.05 shard job takes all its shards
-  from ONE GPU per node: the index of that GPU), ``"gpu:a100:0(IDX:)"`` (none);
-- ``time_limit`` in minutes, ``null`` when unlimited; times in epoch seconds, 0 when unset;
-- ``squeue --json`` exits 0 with an ``errors`` list and no jobs when slurmctld is unreachable:
-  :func:`check_errors` turns that into :class:`SlurmJsonError`.
+Each document declares the Slurm release that wrote it (:mod:`slurm_sched.slurm.version`); a
+release outside the supported range is refused. Fields differ across releases (every one is
+checked by ``tests/unit/test_slurm_versions.py`` against outputs of each release):
+
+- ``job_state``: a string up to 23.02, a list of base state and flags from 23.11
+  (:mod:`slurm_sched.slurm.states`); node ``state``: lower-case string plus ``state_flags``
+  in 22.05, an upper-case list from 23.02;
+- numbers: plain in 22.05; from 23.02 counts and limits, from 23.11 timestamps too, are
+  ``{"set": bool, "infinite": bool, "number": N}`` (:func:`number`);
+- ``exit_code``: an integer up to 23.02, ``{"status": [...], "return_code": {...}}`` after;
+- ``job_resources``: ``allocated_nodes[].nodename`` up to 23.11, ``nodes.allocation[].name``
+  from 24.05;
+- node ``features``: a comma string in 22.05, a list later; ``free_memory`` became
+  ``free_mem``; GRES strings: :mod:`slurm_sched.slurm.gres`.
+
+A field that a release may omit has a default. A document that lacks what the scheduler cannot
+do without (a job's ``job_id`` or ``job_state``, a node's ``name``), or holds a value of the
+wrong kind there, raises :class:`SlurmJsonError` naming the document, the field and the release.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from slurm_sched.errors import SlurmSchedError
+from slurm_sched.errors import ClusterMisreadError, SlurmSchedError
 from slurm_sched.model import Cluster, Node
 from slurm_sched.model.cluster import DEFAULT_GPU_TYPE
+from slurm_sched.slurm.gres import (
+    GpuRequest,
+    GresItem,
+    node_gpus,
+    parse_gpu_request,
+    parse_gres,
+    parse_index_list,
+    split_top,
+    used_gpu_indices,
+)
+from slurm_sched.slurm.states import (
+    FINAL_JOB_STATES,
+    NodeStatus,
+    SlurmJobState,
+    SlurmNodeState,
+    job_state,
+    node_state,
+)
+from slurm_sched.slurm.version import SlurmVersion, version_of
 
-#: Job states after which a job never runs again.
-FINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "OUT_OF_MEMORY",
-        "SPECIAL_EXIT",
-        "REVOKED",
-    }
-)
+__all__ = [
+    "FINAL_STATES",
+    "GpuRequest",
+    "GresItem",
+    "NodeAlloc",
+    "SlurmJob",
+    "SlurmJsonError",
+    "SlurmMisreadError",
+    "SlurmNode",
+    "check_errors",
+    "cluster_from_nodes",
+    "expand_hostlist",
+    "parse_gpu_request",
+    "parse_gres",
+    "parse_gres_detail",
+    "parse_index_list",
+    "parse_job",
+    "parse_sinfo",
+    "parse_squeue",
+    "read_jobs",
+    "read_nodes",
+]
+
+FINAL_STATES = FINAL_JOB_STATES
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
-#: Node states / flags under which no new job can start on the node.
-UNAVAILABLE_NODE_STATES = frozenset(
-    {
-        "down",
-        "drained",
-        "draining",
-        "fail",
-        "failing",
-        "future",
-        "unknown",
-        "maint",
-        "reboot",
-        "power_down",
-        "inval",
-    }
-)
-UNAVAILABLE_NODE_FLAGS = frozenset(
-    {
-        "DRAIN",
-        "DRAINING",
-        "DRAINED",
-        "FAIL",
-        "MAINTENANCE",
-        "REBOOT_REQUESTED",
-        "POWERED_DOWN",
-        "NOT_RESPONDING",
-        "INVALID_REG",
-        "POWER_DOWN",
-        "FUTURE",
-    }
-)
 
 
 class SlurmJsonError(SlurmSchedError):
-    """A Slurm JSON document carries errors (``squeue --json`` exits 0 even then)."""
+    """A Slurm JSON document that cannot be used: it reports errors (``squeue --json`` exits 0
+    even then), or lacks or garbles a field the scheduler needs. One line, naming the
+    document, the field and the Slurm release when known."""
 
-    def __init__(self, source: str, errors: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        source: str,
+        errors: Sequence[Mapping[str, Any]] = (),
+        *,
+        message: str | None = None,
+        field: str | None = None,
+        version: SlurmVersion | None = None,
+    ) -> None:
         self.source = source
         self.errors = list(errors)
-        text = "; ".join(
-            " ".join(str(e.get(k)) for k in ("source", "description", "error") if e.get(k))
-            for e in errors
+        self.field = field
+        self.version = version
+        if message is None:
+            text = "; ".join(
+                " ".join(str(e.get(k)) for k in ("source", "description", "error") if e.get(k))
+                for e in errors
+            )
+            message = f"{source} reported errors: {text or errors!r}"
+        super().__init__(message)
+
+    @staticmethod
+    def missing(source: str, field: str, version: SlurmVersion | None) -> SlurmMisreadError:
+        return SlurmMisreadError(
+            source, message=f"{source}: field '{field}' is missing{_on(version)}",
+            field=field, version=version,
         )
-        super().__init__(f"{source} reported errors: {text or errors!r}")
+
+    @staticmethod
+    def bad(
+        source: str, field: str, value: Any, why: str, version: SlurmVersion | None
+    ) -> SlurmMisreadError:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        return SlurmMisreadError(
+            source, message=f"{source}: field '{field}' = {shown}: {why}{_on(version)}",
+            field=field, version=version,
+        )
+
+
+class SlurmMisreadError(SlurmJsonError, ClusterMisreadError):
+    """A document that lacks or garbles a field the scheduler needs (never retried)."""
+
+
+def _on(version: SlurmVersion | None) -> str:
+    return f" (Slurm {version})" if version is not None else ""
 
 
 def check_errors(data: Mapping[str, Any], source: str) -> None:
@@ -98,14 +147,77 @@ def check_errors(data: Mapping[str, Any], source: str) -> None:
         raise SlurmJsonError(source, errors)
 
 
-# ---------------------------------------------------------------------- hostlists and ranges
+def _document(
+    data: Any, source: str, fallback: SlurmVersion | None, key: str | tuple[str, ...]
+) -> tuple[SlurmVersion, str, list[Any]]:
+    """Check a document's errors and version; return the version, the list's key and the list."""
+    if not isinstance(data, Mapping):
+        raise SlurmJsonError.bad(source, "(document)", data, "not a JSON object", None)
+    check_errors(data, source)
+    version = version_of(data, source, fallback)
+    keys = (key,) if isinstance(key, str) else key
+    for k in keys:
+        if k in data:
+            items = data[k]
+            if not isinstance(items, list):
+                raise SlurmJsonError.bad(source, k, items, "not a list", version)
+            return version, k, items
+    raise SlurmJsonError.missing(source, " or ".join(keys), version)
+
+
+# ---------------------------------------------------------------------- values
+_WRAPPED_KEYS = frozenset({"set", "infinite", "number"})
+
+
+def number(value: Any, default: float = 0.0) -> float:
+    """A number in any release's form: plain, or ``{"set", "infinite", "number"}`` (unset or
+    infinite -> ``default``). Anything else -> ``default``."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite"):
+            return default
+        value = value.get("number", default)
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def is_infinite(value: Any) -> bool:
+    """``{"infinite": true}`` (23.02 on) or the 22.05 spelling of an unlimited limit (null)."""
+    return value is None or (isinstance(value, Mapping) and bool(value.get("infinite")))
+
+
+def _text(value: Any) -> str:
+    """A string field: strings as they are; lists (23.02-on ``features``) comma-joined."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value if v is not None and str(v) != "")
+    if isinstance(value, Mapping):  # sinfo's {"description": ..} reason, {"total": ..} features
+        for key in ("description", "total", "available", "name"):
+            if key in value:
+                return _text(value[key])
+        return ""
+    return str(value)
+
+
+def _exit_code(value: Any) -> int:
+    """``exit_code``: an integer up to 23.02; ``{"return_code": {..}, "signal": {..}}`` after."""
+    if isinstance(value, Mapping) and "return_code" in value:
+        return int(number(value.get("return_code")))
+    return int(number(value))
+
+
+# ---------------------------------------------------------------------- hostlists
 _BRACKET = re.compile(r"^(?P<pre>[^\[]*)\[(?P<body>[^\]]+)\](?P<post>.*)$")
 
 
 def expand_hostlist(text: str) -> list[str]:
     """``"a100-[1-2],v100-1"`` -> ``["a100-1", "a100-2", "v100-1"]`` (zero padding kept)."""
     out: list[str] = []
-    for part in _split_top(text or ""):
+    for part in split_top(text or ""):
         m = _BRACKET.match(part)
         if not m:
             out.append(part)
@@ -121,149 +233,15 @@ def expand_hostlist(text: str) -> list[str]:
     return out
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside brackets/parentheses."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for c in text:
-        if c in "[(":
-            depth += 1
-        elif c in "])":
-            depth -= 1
-        if c == "," and depth == 0:
-            if cur:
-                parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-    if cur and "".join(cur).strip():
-        parts.append("".join(cur).strip())
-    return parts
-
-
-def parse_index_list(text: str) -> tuple[int, ...]:
-    """``"0-1,3"`` -> ``(0, 1, 3)``; ``""`` and ``"N/A"`` -> ``()``."""
-    out: list[int] = []
-    for item in (text or "").split(","):
-        item = item.strip()
-        if not item or item.upper() == "N/A":
-            continue
-        if "-" in item:
-            lo, hi = item.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(item))
-    return tuple(sorted(set(out)))
-
-
-# ---------------------------------------------------------------------- GRES strings
-@dataclass(frozen=True)
-class GresItem:
-    """One GRES item: ``name[:type]:count`` plus the device indices when Slurm printed them."""
-
-    name: str
-    type: str | None
-    count: int
-    indices: tuple[int, ...] | None = None
-
-
-_GRES_ITEM = re.compile(
-    r"^(?:gres[:/])?(?P<name>[A-Za-z0-9_]+)"
-    r"(?::(?P<type>[A-Za-z0-9_.-]+?))??"
-    r"(?::(?P<count>\d+))?"
-    r"(?:\((?P<extra>[^)]*)\))?$"
-)
-
-
-def parse_gres(text: str | None) -> list[GresItem]:
-    """Parse a comma-separated GRES / TRES string.
-
-    Accepts ``gpu:a100:4``, ``gres:gpu:2``, ``gres/gpu:2``, ``shard:a100:3(IDX:0)``,
-    ``gpu:a100:4(S:0)``, ``gpu`` (count 1). Raises ValueError on an item it cannot read.
-    """
-    items: list[GresItem] = []
-    for part in _split_top(text or ""):
-        if not part or part == "(null)":
-            continue
-        m = _GRES_ITEM.match(part)
-        if not m:
-            raise ValueError(f"cannot parse GRES item {part!r}")
-        count = int(m["count"]) if m["count"] is not None else 1
-        indices: tuple[int, ...] | None = None
-        extra = m["extra"]
-        if extra is not None and extra.startswith("IDX:"):
-            indices = parse_index_list(extra[4:])
-        items.append(GresItem(m["name"], m["type"], count, indices))
-    return items
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """How many GPUs a job asked for, and in which form.
-
-    ``kind`` is ``"gpu"`` (exclusive devices), ``"shard"`` (a slice of one GPU per node; 22.05
-    cannot spread one job's shards over several GPUs of a node) or None (no GPU GRES).
-    ``per_node`` is set for ``--gres``/``TresPerNode`` requests, ``per_job`` for ``--gpus``.
-    ``other`` lists GRES the scheduler does not understand (e.g. ``gres:foo:1``).
-    """
-
-    kind: str | None = None
-    gpu_type: str | None = None
-    per_node: int | None = None
-    per_job: int | None = None
-    form: str = "none"  # "node" (TresPerNode), "job" (TresPerJob) or "none"
-    other: tuple[str, ...] = ()
-
-    def total(self, node_count: int) -> int:
-        """Total GPUs (a shard request counts as one GPU per node)."""
-        if self.kind is None:
-            return 0
-        if self.kind == "shard":
-            return max(1, node_count)
-        if self.per_job is not None:
-            return self.per_job
-        return (self.per_node or 0) * max(1, node_count)
-
-
-def parse_gpu_request(
-    tres_per_node: str | None,
-    tres_per_job: str | None = None,
-    tres_per_task: str | None = None,
-    tres_per_socket: str | None = None,
-) -> GpuRequest:
-    """Read a job's GPU request from its TRES fields (see :class:`GpuRequest`)."""
-    other: list[str] = []
-    kind: str | None = None
-    gpu_type: str | None = None
-    per_node: int | None = None
-    per_job: int | None = None
-    form = "none"
-    for field_name, text in (("node", tres_per_node), ("job", tres_per_job)):
-        for item in parse_gres(text):
-            if item.name in ("gpu", "shard") and item.count > 0:
-                if kind is not None:
-                    other.append(f"{item.name}:{item.count} (second GPU request)")
-                    continue
-                kind, gpu_type, form = item.name, item.type, field_name
-                if field_name == "node":
-                    per_node = item.count
-                else:
-                    per_job = item.count
-            elif item.name not in ("gpu", "shard"):
-                other.append(f"{item.name}:{item.count}")
-    for label, text in (("per task", tres_per_task), ("per socket", tres_per_socket)):
-        for item in parse_gres(text):
-            if item.name in ("gpu", "shard"):
-                other.append(f"{item.name}:{item.count} {label}")
-    return GpuRequest(kind, gpu_type, per_node, per_job, form, tuple(other))
-
-
 # ---------------------------------------------------------------------- nodes
 @dataclass(frozen=True)
 class SlurmNode:
+    """One node as the scheduler sees it. GPUs follow :func:`slurm_sched.slurm.gres.node_gpus`:
+    ``num_gpus`` counts every GPU (Slurm's indices), ``gpu_type`` is the managed type and
+    ``reserved_gpus`` the indices of GPUs of other types, never free to the scheduler."""
+
     name: str
-    state: str
+    state: SlurmNodeState
     flags: tuple[str, ...]
     partitions: tuple[str, ...]
     cpus: int
@@ -273,67 +251,128 @@ class SlurmNode:
     shards_per_gpu: int
     features: tuple[str, ...] = ()
     reason: str = ""
-    #: GPU indices Slurm itself counts as used (``gres_used``: gpu and shard IDX lists). On
+    #: GPU indices Slurm itself counts as used (``gres_used``: gpu and shard entries). On
     #: 22.05.8 this can miss a GPU that a shard job still holds (see docs/slurm-backend.md).
     used_gpus: tuple[int, ...] = ()
+    gpu_types: tuple[tuple[str, int], ...] = ()
+    reserved_gpus: tuple[int, ...] = ()
+    #: the node's ``gres`` and ``gres_used`` as Slurm printed them
+    gres: str = ""
+    gres_used: str = ""
+
+    @property
+    def status(self) -> NodeStatus:
+        return NodeStatus(self.state, self.flags)
 
     @property
     def available(self) -> bool:
-        """Whether new jobs can start here (not down, drained, failing...)."""
-        base = self.state.lower().split("+")
-        if any(s in UNAVAILABLE_NODE_STATES for s in base):
-            return False
-        return not any(f.upper() in UNAVAILABLE_NODE_FLAGS for f in self.flags)
+        """Whether new jobs can start here (not down, drained, draining, powered down...)."""
+        return self.status.available
 
 
-def parse_sinfo(data: Mapping[str, Any]) -> list[SlurmNode]:
-    """``sinfo --json`` -> nodes (one per node name, sinfo order)."""
-    check_errors(data, "sinfo --json")
-    nodes: list[SlurmNode] = []
-    seen: set[str] = set()
-    for n in data.get("nodes", []):
+def read_nodes(
+    data: Any, source: str = "nodes JSON", fallback: SlurmVersion | None = None
+) -> tuple[SlurmVersion, list[SlurmNode]]:
+    """Any node document (see the module docstring) -> its release and one record per node,
+    in document order. A node in several sinfo groups (one per partition) is merged."""
+    version, key, items = _document(data, source, fallback, ("nodes", "sinfo"))
+    rows: list[tuple[str, Any, str | None]]
+    if key == "nodes":
+        rows = [(f"nodes[{i}]", n, None) for i, n in enumerate(items)]
+    else:
+        rows = list(_sinfo_rows(items, source, version))
+    order: list[str] = []
+    by_name: dict[str, SlurmNode] = {}
+    for where, raw, name in rows:
+        node = _node(raw, name, f"{source}: {where}", version)
+        prev = by_name.get(node.name)
+        if prev is None:
+            order.append(node.name)
+            by_name[node.name] = node
+        else:
+            parts = prev.partitions + tuple(p for p in node.partitions if p not in prev.partitions)
+            by_name[node.name] = replace(prev, partitions=parts)
+    return version, [by_name[n] for n in order]
+
+
+def _sinfo_rows(
+    groups: list[Any], source: str, version: SlurmVersion
+) -> Iterable[tuple[str, Mapping[str, Any], str]]:
+    """sinfo's node groups (23.02 on) as one flat record per node name."""
+    for i, g in enumerate(groups):
+        where = f"sinfo[{i}]"
+        if not isinstance(g, Mapping):
+            raise SlurmJsonError.bad(source, where, g, "not an object", version)
+        names = (g.get("nodes") or {}).get("nodes") if isinstance(g.get("nodes"), Mapping) else None
+        if not names:
+            raise SlurmJsonError.missing(source, f"{where}.nodes.nodes", version)
+        cpus = g.get("cpus") or {}
+        memory = g.get("memory") or {}
+        partition = g.get("partition") or {}
+        gres = g.get("gres") or {}
+        flat = {
+            "state": (g.get("node") or {}).get("state"),
+            "partitions": [partition.get("name")] if partition.get("name") else [],
+            "cpus": cpus.get("maximum", cpus.get("total")),
+            "real_memory": memory.get("maximum", memory.get("minimum")),
+            "gres": gres.get("total", ""),
+            "gres_used": gres.get("used", ""),
+            "features": _text(g.get("features")),
+            "reason": _text(g.get("reason")),
+        }
+        for name in names:
+            for host in expand_hostlist(str(name)):
+                yield f"{where}.nodes.nodes[{host}]", flat, host
+
+
+def _node(
+    n: Any, name: str | None, where: str, version: SlurmVersion
+) -> SlurmNode:
+    if not isinstance(n, Mapping):
+        raise SlurmJsonError.bad(where, "node", n, "not an object", version)
+    if name is None:
+        if not n.get("name"):
+            raise SlurmJsonError.missing(where, "name", version)
         name = str(n["name"])
-        if name in seen:
-            continue
-        seen.add(name)
-        gpus = 0
-        gpu_type: str | None = None
-        shards = 0
-        for item in parse_gres(n.get("gres")):
-            if item.name == "gpu":
-                gpus += item.count
-                gpu_type = gpu_type or item.type
-            elif item.name == "shard":
-                shards += item.count
-        used: set[int] = set()
-        try:
-            for item in parse_gres(n.get("gres_used")):
-                if item.name in ("gpu", "shard") and item.indices:
-                    used.update(item.indices)
-        except ValueError:
-            pass
-        features = tuple(f for f in str(n.get("features") or "").split(",") if f)
-        nodes.append(
-            SlurmNode(
-                name=name,
-                state=str(n.get("state") or "unknown"),
-                flags=tuple(str(f) for f in n.get("state_flags") or ()),
-                partitions=tuple(str(p) for p in n.get("partitions") or ()),
-                cpus=int(n.get("cpus") or 1),
-                mem_mb=int(n.get("real_memory") or 1),
-                num_gpus=gpus,
-                gpu_type=gpu_type or DEFAULT_GPU_TYPE,
-                shards_per_gpu=shards // gpus if gpus else 0,
-                features=features,
-                reason=str(n.get("reason") or ""),
-                used_gpus=tuple(sorted(used)),
-            )
-        )
-    return nodes
+    where = f"{where} ({name})" if name not in where else where
+    try:
+        status = node_state(n.get("state") or "unknown", n.get("state_flags") or ())
+    except ValueError as exc:
+        raise SlurmJsonError.bad(where, "state", n.get("state"), str(exc), version) from exc
+    try:
+        gpus = node_gpus(_text(n.get("gres")), DEFAULT_GPU_TYPE)
+    except ValueError as exc:
+        raise SlurmJsonError.bad(where, "gres", n.get("gres"), str(exc), version) from exc
+    partitions = n.get("partitions") or ()
+    if isinstance(partitions, str):
+        partitions = [p for p in partitions.split(",") if p]
+    return SlurmNode(
+        name=name,
+        state=status.state,
+        flags=status.flags,
+        partitions=tuple(str(p) for p in partitions),
+        cpus=int(number(n.get("cpus"), 1)) or 1,
+        mem_mb=int(number(n.get("real_memory"), 1)) or 1,
+        num_gpus=gpus.count,
+        gpu_type=gpus.gpu_type or DEFAULT_GPU_TYPE,
+        shards_per_gpu=gpus.shards_per_gpu,
+        features=tuple(f for f in _text(n.get("features")).split(",") if f),
+        reason=_text(n.get("reason")),
+        used_gpus=used_gpu_indices(_text(n.get("gres_used"))),
+        gpu_types=gpus.types,
+        reserved_gpus=gpus.reserved,
+        gres=_text(n.get("gres")),
+        gres_used=_text(n.get("gres_used")),
+    )
+
+
+def parse_sinfo(data: Mapping[str, Any], fallback: SlurmVersion | None = None) -> list[SlurmNode]:
+    """``sinfo --json`` (either form) or ``scontrol show node --json`` -> nodes."""
+    return read_nodes(data, "sinfo --json", fallback)[1]
 
 
 def cluster_from_nodes(nodes: Iterable[SlurmNode], partitions: Iterable[str]) -> Cluster:
-    """The :class:`Cluster` of every node in at least one of ``partitions`` (sinfo order)."""
+    """The :class:`Cluster` of every node in at least one of ``partitions`` (document order)."""
     wanted = set(partitions)
     out = []
     for n in nodes:
@@ -364,11 +403,15 @@ class NodeAlloc:
 
 @dataclass(frozen=True)
 class SlurmJob:
-    """One ``squeue --json`` job record, typed. Times are epoch seconds (0 = unset)."""
+    """One job record, typed. Times are epoch seconds (0 = unset).
+
+    ``state`` is what Slurm 22.05 prints (a flag such as ``COMPLETING`` or ``REQUEUED`` wins
+    over the base state), ``base_state`` the base state, ``state_flags`` every flag.
+    """
 
     job_id: str
     name: str
-    state: str
+    state: SlurmJobState
     reason: str
     priority: int
     partition: str
@@ -400,19 +443,23 @@ class SlurmJob:
     memory_per_node_mb: int | None
     exit_code: int
     raw_gres_detail: tuple[str, ...] = field(default=(), repr=False)
+    base_state: SlurmJobState = SlurmJobState.UNKNOWN
+    state_flags: frozenset[SlurmJobState] = frozenset()
 
     @property
     def final(self) -> bool:
-        return self.state in FINAL_STATES
+        return self.state in FINAL_JOB_STATES
 
     @property
     def held(self) -> bool:
-        return self.state == "PENDING" and (self.reason in HELD_REASONS or self.priority == 0)
+        return self.state is SlurmJobState.PENDING and (
+            self.reason in HELD_REASONS or self.priority == 0
+        )
 
     @property
     def holds_resources(self) -> bool:
         """Running or suspended: holds CPUs (running only), memory and GRES."""
-        return self.state in ("RUNNING", "SUSPENDED")
+        return self.state in (SlurmJobState.RUNNING, SlurmJobState.SUSPENDED)
 
     def gpu_slots(self) -> dict[str, tuple[int, ...]]:
         return {a.node: a.gpus for a in self.alloc if a.gpus}
@@ -425,9 +472,9 @@ class SlurmJob:
         """
         if self.start_time_s <= 0:
             return 0.0
-        if self.state == "SUSPENDED":
+        if self.state is SlurmJobState.SUSPENDED:
             return max(0.0, self.pre_sus_time_s)
-        if self.state == "RUNNING":
+        if self.state is SlurmJobState.RUNNING:
             since = max(self.start_time_s, self.suspend_time_s)
             return max(0.0, self.pre_sus_time_s + now_s - since)
         if self.final and self.end_time_s >= self.start_time_s:
@@ -436,35 +483,33 @@ class SlurmJob:
         return 0.0
 
 
-def _num(value: Any, default: float = 0.0) -> float:
-    """Numbers in 22.05 JSON are plain; later versions wrap them as {"set":..,"number":..}."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite"):
-            return default
-        value = value.get("number", default)
-    if value is None:
-        return default
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def _requested_nodes(j: Mapping[str, Any]) -> int:
+def _requested_nodes(j: Mapping[str, Any], state: SlurmJobState) -> int:
     """The job's node count: allocated when it runs, else the ``node=`` of ``tres_req_str``.
 
     A requeued job's ``node_count`` (and ``scontrol show job``'s NumNodes) stays at its last
     run's count even after ``update NumNodes=2-2`` (checked on 22.05.8); ``tres_req_str``
     follows the update.
     """
-    count = int(_num(j.get("node_count"), 1))
-    if str(j.get("job_state") or "").upper() != "PENDING":
+    count = int(number(j.get("node_count"), 1)) or 1
+    if state is not SlurmJobState.PENDING:
         return count
     for item in str(j.get("tres_req_str") or "").split(","):
         name, _, value = item.partition("=")
         if name == "node" and value.isdigit() and int(value) > 0:
             return int(value)
     return count
+
+
+def _allocated_nodes(res: Any) -> list[str]:
+    """Node names of ``job_resources``: ``allocated_nodes[].nodename`` (22.05-23.11) or
+    ``nodes.allocation[].name`` (24.05 on)."""
+    if not isinstance(res, Mapping):
+        return []
+    nodes = res.get("nodes")
+    if isinstance(nodes, Mapping):
+        names = [str(a.get("name")) for a in nodes.get("allocation") or () if a.get("name")]
+        return names or expand_hostlist(str(nodes.get("list") or ""))
+    return [str(n.get("nodename")) for n in res.get("allocated_nodes") or () if n.get("nodename")]
 
 
 def parse_gres_detail(nodes: Sequence[str], detail: Sequence[str]) -> tuple[NodeAlloc, ...]:
@@ -485,19 +530,32 @@ def parse_gres_detail(nodes: Sequence[str], detail: Sequence[str]) -> tuple[Node
     return tuple(out)
 
 
-def parse_job(j: Mapping[str, Any]) -> SlurmJob:
-    """One job record of ``squeue --json``."""
-    res = j.get("job_resources") or {}
-    alloc_names = [str(n.get("nodename")) for n in res.get("allocated_nodes") or ()]
+def parse_job(
+    j: Mapping[str, Any], where: str = "job", version: SlurmVersion | None = None
+) -> SlurmJob:
+    """One job record of any release (see the module docstring)."""
+    if not isinstance(j, Mapping):
+        raise SlurmJsonError.bad(where, "job", j, "not an object", version)
+    if j.get("job_id") in (None, ""):
+        raise SlurmJsonError.missing(where, "job_id", version)
+    job_id = str(int(number(j["job_id"], -1))) if not isinstance(j["job_id"], str) else j["job_id"]
+    if job_id == "-1":
+        raise SlurmJsonError.bad(where, "job_id", j["job_id"], "not a job id", version)
+    where = f"{where} (job {job_id})"
+    if "job_state" not in j:
+        raise SlurmJsonError.missing(where, "job_state", version)
+    try:
+        status = job_state(j["job_state"])
+    except ValueError as exc:
+        raise SlurmJsonError.bad(where, "job_state", j["job_state"], str(exc), version) from exc
+    alloc_names = _allocated_nodes(j.get("job_resources"))
     nodes = alloc_names or expand_hostlist(str(j.get("nodes") or ""))
-    tres_per_node = str(j.get("tres_per_node") or "")
-    tres_per_job = str(j.get("tres_per_job") or "")
+    tres_per_node = _text(j.get("tres_per_node"))
+    tres_per_job = _text(j.get("tres_per_job"))
     try:
         request = parse_gpu_request(
-            tres_per_node,
-            tres_per_job,
-            str(j.get("tres_per_task") or ""),
-            str(j.get("tres_per_socket") or ""),
+            tres_per_node, tres_per_job, _text(j.get("tres_per_task")),
+            _text(j.get("tres_per_socket")),
         )
     except ValueError as exc:
         request = GpuRequest(other=(str(exc),))
@@ -507,44 +565,53 @@ def parse_job(j: Mapping[str, Any]) -> SlurmJob:
     except ValueError:
         alloc = ()
     limit = j.get("time_limit")
-    limit_min = _num(limit, -1.0)
-    mpn = j.get("memory_per_node")
+    limit_min = -1.0 if is_infinite(limit) else number(limit, -1.0)
+    mpn = number(j.get("memory_per_node"))
     return SlurmJob(
-        job_id=str(j["job_id"]),
-        name=str(j.get("name") or ""),
-        state=str(j.get("job_state") or "UNKNOWN").upper(),
-        reason=str(j.get("state_reason") or ""),
-        priority=int(_num(j.get("priority"))),
-        partition=str(j.get("partition") or ""),
-        user=str(j.get("user_name") or j.get("user_id") or ""),
-        account=str(j.get("account") or ""),
-        comment=str(j.get("comment") or ""),
-        admin_comment=str(j.get("admin_comment") or ""),
-        submit_time_s=_num(j.get("submit_time")),
-        start_time_s=_num(j.get("start_time")),
-        end_time_s=_num(j.get("end_time")),
-        eligible_time_s=_num(j.get("eligible_time")),
-        suspend_time_s=_num(j.get("suspend_time")),
-        pre_sus_time_s=_num(j.get("pre_sus_time")),
+        job_id=job_id,
+        name=_text(j.get("name")),
+        state=status.state,
+        reason=_text(j.get("state_reason")),
+        priority=int(number(j.get("priority"))),
+        partition=_text(j.get("partition")),
+        user=_text(j.get("user_name") or j.get("user_id")),
+        account=_text(j.get("account")),
+        comment=_text(j.get("comment")),
+        admin_comment=_text(j.get("admin_comment")),
+        submit_time_s=number(j.get("submit_time")),
+        start_time_s=number(j.get("start_time")),
+        end_time_s=number(j.get("end_time")),
+        eligible_time_s=number(j.get("eligible_time")),
+        suspend_time_s=number(j.get("suspend_time")),
+        pre_sus_time_s=number(j.get("pre_sus_time")),
         time_limit_s=limit_min * 60.0 if limit_min > 0 else None,
-        restart_cnt=int(_num(j.get("restart_cnt"))),
-        node_count=_requested_nodes(j),
-        max_nodes=int(_num(j.get("max_nodes"))),
+        restart_cnt=int(number(j.get("restart_cnt"))),
+        node_count=_requested_nodes(j, status.state),
+        max_nodes=int(number(j.get("max_nodes"))),
         nodes=tuple(nodes),
-        required_nodes=tuple(expand_hostlist(str(j.get("required_nodes") or ""))),
-        features=str(j.get("features") or ""),
+        required_nodes=tuple(expand_hostlist(_text(j.get("required_nodes")))),
+        features=_text(j.get("features")),
         tres_per_node=tres_per_node,
         tres_per_job=tres_per_job,
         gpu_request=request,
         alloc=alloc,
-        cpus=int(_num(j.get("cpus"), 1)),
-        memory_per_node_mb=int(_num(mpn)) if mpn not in (None, 0) else None,
-        exit_code=int(_num(j.get("exit_code"))),
+        cpus=int(number(j.get("cpus"), 1)),
+        memory_per_node_mb=int(mpn) if mpn > 0 else None,
+        exit_code=_exit_code(j.get("exit_code")),
         raw_gres_detail=detail,
+        base_state=status.base,
+        state_flags=status.flags,
     )
 
 
-def parse_squeue(data: Mapping[str, Any]) -> list[SlurmJob]:
+def read_jobs(
+    data: Any, source: str = "jobs JSON", fallback: SlurmVersion | None = None
+) -> tuple[SlurmVersion, list[SlurmJob]]:
+    """Any job document (``squeue``/``scontrol show job``/slurmrestd) -> release and jobs."""
+    version, _, items = _document(data, source, fallback, "jobs")
+    return version, [parse_job(j, f"{source}: jobs[{i}]", version) for i, j in enumerate(items)]
+
+
+def parse_squeue(data: Mapping[str, Any], fallback: SlurmVersion | None = None) -> list[SlurmJob]:
     """``squeue --json`` -> every job record (all partitions, finished ones within MinJobAge)."""
-    check_errors(data, "squeue --json")
-    return [parse_job(j) for j in data.get("jobs", [])]
+    return read_jobs(data, "squeue --json", fallback)[1]
