@@ -36,7 +36,12 @@ from types import FrameType
 
 from slurm_sched.clock import WallClock
 from slurm_sched.controller import Controller
-from slurm_sched.errors import BackendUnavailableError, InputError, SlurmCommandError
+from slurm_sched.errors import (
+    BackendUnavailableError,
+    ClusterMisreadError,
+    InputError,
+    SlurmCommandError,
+)
 from slurm_sched.model import ActionResult
 from slurm_sched.policy import registry
 from slurm_sched.service.config import ServiceConfig, load_config
@@ -222,7 +227,9 @@ class Daemon:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
-        """Serve until stopped; returns the exit code (0 clean, 1 too many internal errors)."""
+        """Serve until stopped; returns the exit code: 0 clean, 1 too many internal errors,
+        2 a misread cluster (:class:`~slurm_sched.errors.ClusterMisreadError`: an unsupported
+        Slurm release, a garbled document, no node in the managed partitions)."""
         cfg = self.config
         log.info(
             "slurm-sched %s daemon: policy %s, partitions %s, lease %gs, period %gs, settings %s",
@@ -248,11 +255,21 @@ class Daemon:
             log.info("metrics on http://%s:%d/metrics", obs.metrics_host, self.metrics_port)
         self._write_status()
         try:
+            version = self.backend.slurm_version()
+            log.info("Slurm %s (data_parser %s)", version, version.data_parser)
             if not self._reconcile():
                 # stopped while waiting for slurmctld (0), or --once could not reach it (1)
                 return 0 if self._stop_asked else 1
             self.notifier.ready(f"{self.mode}: policy {self.policy.name}")
             return self._loop()
+        except ClusterMisreadError as exc:
+            # never schedule on a cluster we cannot read; the leases hand the jobs to Slurm
+            log.error("refusing to run: %s", exc)
+            self.errors["misread"] += 1
+            self.metrics.count_error("misread")
+            if self.decisions is not None:
+                self.decisions.event(time.time(), "refused", error=str(exc))
+            return 2
         finally:
             self.metrics.up = 0
             self.notifier.stopping()
@@ -290,6 +307,8 @@ class Daemon:
         while not self._stop_asked:
             try:
                 report = reconcile(self.backend)
+            except ClusterMisreadError:
+                raise
             except (BackendUnavailableError, SlurmCommandError, SlurmJsonError) as exc:
                 self._count_error(exc)
                 if self.once:
@@ -324,6 +343,8 @@ class Daemon:
             try:
                 results, wake = self.controller.cycle(now)
                 internal = 0
+            except ClusterMisreadError:
+                raise
             except (BackendUnavailableError, SlurmCommandError, SlurmJsonError) as exc:
                 self._count_error(exc)
                 results = []

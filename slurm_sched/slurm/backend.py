@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurm_sched.backend import ClusterBackend, CompletedJob
-from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
+from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
 from slurm_sched.model import (
     Action,
     ActionResult,
@@ -79,6 +79,7 @@ from slurm_sched.slurm.settings_file import (
     progress_rate,
     work_done_s,
 )
+from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import (
     Cmd,
     JobContext,
@@ -89,6 +90,7 @@ from slurm_sched.slurm.translate import (
     start_now_cmd,
     translate,
 )
+from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
 
 if TYPE_CHECKING:
     from slurm_sched.slurm.cluster import MiniCluster
@@ -114,8 +116,18 @@ SHARD_END_RISK_S = 30.0
 #: time goes a lease ahead again)
 UNSTART = "unstart"
 
-_RUNNING_STATES = frozenset({"RUNNING", "CONFIGURING"})
-_PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+_RUNNING_STATES = frozenset({SlurmJobState.RUNNING, SlurmJobState.CONFIGURING})
+_PENDING_STATES = frozenset(
+    {
+        SlurmJobState.PENDING,
+        SlurmJobState.REQUEUED,
+        SlurmJobState.REQUEUE_HOLD,
+        SlurmJobState.REQUEUE_FED,
+    }
+)
+#: From this release on, ``squeue --json`` lists finished jobs only when asked (``--states=all``)
+#: and ``sinfo --json`` groups alike nodes, so nodes are read from ``scontrol show nodes --json``
+_GROUPED_SINFO = SlurmVersion(23, 2)
 
 
 class ActionRejected(Exception):
@@ -264,6 +276,7 @@ class SlurmBackend(ClusterBackend):
         self.phantom_gpus: frozenset[Slot] = frozenset()
         self._phantom_seen: frozenset[Slot] = frozenset()
         self._sinfo_eager_until = 0.0  # read sinfo with every fresh squeue until then
+        self._version: SlurmVersion | None = None
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -284,6 +297,35 @@ class SlurmBackend(ClusterBackend):
             self._refresh_nodes(force=True)
         assert self._cluster is not None
         return self._cluster
+
+    def slurm_version(self) -> SlurmVersion:
+        """The Slurm release of the cluster (``scontrol --version``, asked once).
+
+        Raises:
+            UnsupportedSlurmVersion: a release outside the supported range.
+            SlurmCommandError: ``scontrol --version`` printed no version.
+        """
+        if self._version is None:
+            res = self.runner.run(["scontrol", "--version"])
+            version = parse_release(res.stdout)
+            if version is None:
+                raise SlurmCommandError(
+                    ["scontrol", "--version"], res.rc, f"no Slurm version in {res.stdout!r}"
+                )
+            if not version.supported:
+                raise UnsupportedSlurmVersion(version, "scontrol --version")
+            self._version = version
+        return self._version
+
+    def _jobs_argv(self) -> list[str]:
+        if self.slurm_version() < _GROUPED_SINFO:
+            return ["squeue", "--json"]
+        return ["squeue", "--json", "--states=all"]
+
+    def _nodes_argv(self) -> list[str]:
+        if self.slurm_version() < _GROUPED_SINFO:
+            return ["sinfo", "--json"]
+        return ["scontrol", "show", "nodes", "--json"]
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -481,15 +523,17 @@ class SlurmBackend(ClusterBackend):
     def _refresh_nodes(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._sinfo_at < self.sinfo_refresh_s:
             return
-        data = self._query_json(["sinfo", "--json"])
+        argv = self._nodes_argv()
+        data = self._query_json(argv)
         try:
-            nodes = parse.parse_sinfo(data)
+            version, nodes = parse.read_nodes(data, " ".join(argv), self.slurm_version())
         except SlurmJsonError as exc:
             self._json_failure(exc)
         managed = [n for n in nodes if self.partitions.intersection(n.partitions)]
         if not managed:
-            raise BackendUnavailableError(
-                f"no node in the managed partitions {sorted(self.partitions)} (sinfo --json)"
+            raise ClusterMisreadError(
+                f"no node in the managed partitions {sorted(self.partitions)} "
+                f"({' '.join(argv)}: {len(nodes)} node(s) in all, Slurm {version})"
             )
         self._nodes = managed
         self._node_by_name = {n.name: n for n in managed}
@@ -521,6 +565,8 @@ class SlurmBackend(ClusterBackend):
         return data
 
     def _json_failure(self, exc: SlurmJsonError) -> None:
+        if isinstance(exc, ClusterMisreadError):  # a garbled document, not a controller down
+            raise exc
         if not self.runner.controller_up():
             raise BackendUnavailableError(f"{exc} (scontrol ping: DOWN)") from exc
         raise exc
@@ -530,9 +576,10 @@ class SlurmBackend(ClusterBackend):
         cached = self._jobs_cache
         if cached is not None and t0 - cached[0] < self.min_query_interval_s:
             return cached[1]
-        data = self._query_json(["squeue", "--json"])
+        argv = self._jobs_argv()
+        data = self._query_json(argv)
         try:
-            jobs = parse.parse_squeue(data)
+            _, jobs = parse.read_jobs(data, " ".join(argv), self.slurm_version())
         except SlurmJsonError as exc:
             self._json_failure(exc)
         t1 = time.monotonic()
@@ -732,7 +779,7 @@ class SlurmBackend(ClusterBackend):
 
     def _account(self, job: SlurmJob, ledger: Ledger, now: float) -> None:
         """Fold Slurm's view of the current run into the job's ledger."""
-        if job.state not in _RUNNING_STATES and job.state != "SUSPENDED":
+        if job.state not in _RUNNING_STATES and job.state is not SlurmJobState.SUSPENDED:
             return
         ledger, changed = self._with_run(ledger, job, now)
         if ledger.first_start_s is None:
@@ -816,7 +863,7 @@ class SlurmBackend(ClusterBackend):
                     it.warned = True
                     log.warning("job %s: requeue not finished after %.0fs", jid, now - it.since_s)
             elif it.phase == "released":
-                if job.state in _RUNNING_STATES or job.state == "SUSPENDED":
+                if job.state in _RUNNING_STATES or job.state is SlurmJobState.SUSPENDED:
                     if job.restart_cnt >= it.min_restarts:
                         self._intents.pop(jid)
                         self._check_placement(jid, it, job, now)
@@ -908,6 +955,13 @@ class SlurmBackend(ClusterBackend):
             if slot not in holders:
                 holders[slot] = [FOREIGN]
                 exclusive.add(slot)
+        # 1c. GPUs of a node's other GPU types (slurm/gres.py: node_gpus): never the scheduler's
+        for n in self._nodes:
+            for g in n.reserved_gpus:
+                slot = (n.name, g)
+                if slot not in holders:
+                    holders[slot] = [FOREIGN]
+                    exclusive.add(slot)
         # 2. in-flight intents, remapped to free GPUs where Slurm will put them
         views: dict[str, JobView] = {}
         placements: dict[str, Placement | None] = {}
@@ -942,7 +996,7 @@ class SlurmBackend(ClusterBackend):
                     state = JobState.RUNNING
             elif job.state in _RUNNING_STATES:
                 state, placement = JobState.RUNNING, self._placement_of(job)
-            elif job.state == "SUSPENDED":
+            elif job.state is SlurmJobState.SUSPENDED:
                 state, placement = JobState.SUSPENDED, self._placement_of(job)
             elif job.state in _PENDING_STATES:
                 state, placement = JobState.PENDING, None

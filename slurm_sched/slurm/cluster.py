@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurm_sched.errors import SlurmSchedError
+from slurm_sched.errors import ClusterMisreadError, SlurmSchedError
+from slurm_sched.slurm.parse import SlurmJsonError, read_nodes
 
 SCRIPT = Path(__file__).parent / "cluster.sh"
 DEFAULT_STATE_DIR = Path("/tmp/slurm-sched-cluster")
@@ -50,6 +51,9 @@ class MiniCluster:
         The submit plugin's fail-open lease in seconds (``MINI_SLURM_LEASE_S``, default 120).
     ctld_port, slurmd_port:
         slurmctld port and the first slurmd port (defaults 16817 and 17001).
+    slurm_prefix:
+        Run the Slurm installed under this prefix (``MINI_SLURM_PREFIX``; what
+        ``scripts/slurm-build.sh`` prints) instead of the apt packages.
     timeout_s:
         Limit for one ``cluster.sh`` call (the first ``up`` may install packages).
     """
@@ -65,6 +69,7 @@ class MiniCluster:
         ctld_port: int | None = None,
         slurmd_port: int | None = None,
         script: str | os.PathLike[str] | None = None,
+        slurm_prefix: str | os.PathLike[str] | None = None,
         timeout_s: float = 600.0,
     ) -> None:
         if state_dir is None:
@@ -79,6 +84,7 @@ class MiniCluster:
             "MINI_SLURM_LEASE_S": lease_s,
             "MINI_SLURM_CTLD_PORT": ctld_port,
             "MINI_SLURM_SLURMD_PORT": slurmd_port,
+            "MINI_SLURM_PREFIX": Path(slurm_prefix).absolute() if slurm_prefix else None,
         }
         self._knobs = {k: str(v) for k, v in knobs.items() if v is not None}
         self._knobs["MINI_SLURM_STATE"] = str(self._state_dir)
@@ -109,6 +115,8 @@ class MiniCluster:
             words = shlex.split(line, comments=True)
             if len(words) == 2 and words[0] == "export" and "=" in words[1]:
                 key, _, value = words[1].partition("=")
+                if key == "PATH":  # a prefix build: "<prefix>/bin:<prefix>/sbin:$PATH"
+                    value = value.replace("$PATH", os.environ.get("PATH", ""))
                 out[key] = value
         return out
 
@@ -215,7 +223,8 @@ class MiniCluster:
 
         ``{"state_dir", "slurm_conf", "up", "daemons": {"munged": pid, "slurmctld": pid,
         "slurmd:<node>": pid}, "partitions", "nodes": [{"name", "state", "partitions",
-        "gres", "gres_used", "cpus", "real_memory"}]}``.
+        "gres", "gres_used", "cpus", "real_memory"}]}``; a node's ``state`` is its base state
+        and flags in lower case, ``"idle"`` or ``"idle+drain"``, on every Slurm release.
         """
         daemons: dict[str, int | None] = {
             "munged": self._pid(self._state_dir / "munge" / "munged.pid"),
@@ -262,5 +271,19 @@ class MiniCluster:
             data = json.loads(proc.stdout) if proc.returncode == 0 else {}
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
             return []
-        keys = ("name", "state", "partitions", "gres", "gres_used", "cpus", "real_memory")
-        return [{k: node.get(k) for k in keys} for node in data.get("nodes", [])]
+        try:
+            _, nodes = read_nodes(data, "sinfo --json")
+        except (SlurmJsonError, ClusterMisreadError):
+            return []
+        return [
+            {
+                "name": n.name,
+                "state": str(n.status).lower(),
+                "partitions": list(n.partitions),
+                "gres": n.gres,
+                "gres_used": n.gres_used,
+                "cpus": n.cpus,
+                "real_memory": n.mem_mb,
+            }
+            for n in nodes
+        ]

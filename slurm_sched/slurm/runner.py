@@ -352,7 +352,13 @@ def _attribute(texts: Sequence[str], output: str) -> list[str] | None:
 
 
 #: Commands that only read Slurm's state: a dry run runs them for real.
-_READ_ONLY = (("squeue",), ("sinfo",), ("scontrol", "ping"), ("scontrol", "show"))
+_READ_ONLY = (
+    ("squeue",),
+    ("sinfo",),
+    ("scontrol", "ping"),
+    ("scontrol", "show"),
+    ("scontrol", "--version"),
+)
 
 
 def is_read_only(argv: Sequence[str]) -> bool:

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
+from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError, read_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_SCRIPT = REPO / "sbatch_templates" / "checkpointed_sleep.sh"
@@ -91,30 +92,31 @@ def cancel_and_wait(cluster: MiniCluster, job_ids: Sequence[str], timeout_s: flo
     end = time.monotonic() + timeout_s
     wanted = set(job_ids)
     while time.monotonic() < end:
-        out = subprocess.run(
-            ["squeue", "--json"], env=cluster.env, capture_output=True, text=True, check=False
-        ).stdout
         try:
-            jobs = json.loads(out).get("jobs", [])
-        except ValueError:
-            jobs = []
+            jobs = squeue_jobs(cluster)
+        except (subprocess.CalledProcessError, ValueError, SlurmJsonError):
+            jobs = {}
         busy = [
             j
-            for j in jobs
-            if str(j["job_id"]) in wanted
-            and j["job_state"] in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
+            for jid, j in jobs.items()
+            if jid in wanted and j.state in ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
         ]
         if not busy:
             return
         time.sleep(0.1)
 
 
-def squeue_jobs(cluster: MiniCluster) -> dict[str, dict[str, object]]:
-    """Every job of ``squeue --json``, raw, by id."""
+def squeue_jobs(cluster: MiniCluster) -> dict[str, SlurmJob]:
+    """Every job Slurm still lists (finished ones included, on every release), parsed, by id."""
     out = subprocess.run(
-        ["squeue", "--json"], env=cluster.env, capture_output=True, text=True, check=True
+        ["squeue", "--json", "--states=all"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    return {str(j["job_id"]): j for j in json.loads(out)["jobs"]}
+    _, jobs = read_jobs(json.loads(out), "squeue --json --states=all")
+    return {j.job_id: j for j in jobs}
 
 
 _LOG = re.compile(r"\[ckpt-sleep (?P<job>\S+) [^\]]*\] (?P<what>\w+) ?(?P<rest>.*)$")

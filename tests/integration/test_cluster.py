@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -10,12 +9,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from slurm_sched.slurm.cluster import MiniCluster
 from slurm_sched.slurm.hints import JobHints, encode_hints, parse_hints
+from slurm_sched.slurm.parse import SlurmJob
+from tests.contract.slurm_jobs import squeue_jobs
 
 NODES = {"a100-1": "a100", "a100-2": "a100", "v100-1": "v100", "v100-2": "v100"}
 ACTIVE = {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"}
@@ -37,10 +37,8 @@ def run(
     return proc
 
 
-def jobs(cluster: MiniCluster) -> dict[int, dict[str, Any]]:
-    # squeue --json ignores -j/-p filters in 22.05: always the full list
-    data = json.loads(run(cluster, "squeue", "--json").stdout)
-    return {int(j["job_id"]): j for j in data["jobs"]}
+def jobs(cluster: MiniCluster) -> dict[int, SlurmJob]:
+    return {int(jid): job for jid, job in squeue_jobs(cluster).items()}
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 15.0) -> float:
@@ -70,7 +68,7 @@ def submit(slurm_cluster: MiniCluster) -> Iterator[Callable[..., int]]:
 
 
 def state(cluster: MiniCluster, job_id: int) -> str:
-    return str(jobs(cluster)[job_id]["job_state"])
+    return str(jobs(cluster)[job_id].state)
 
 
 def pin(cluster: MiniCluster, job_id: int, node: str) -> None:
@@ -91,10 +89,10 @@ def test_all_nodes_idle_with_typed_gpus_and_shards(slurm_cluster):
 
     def busy_nodes() -> set[str]:
         return {
-            alloc["nodename"]
+            node
             for job in jobs(slurm_cluster).values()
-            if job["job_state"] in ACTIVE
-            for alloc in (job.get("job_resources") or {}).get("allocated_nodes", [])
+            if job.state in ACTIVE
+            for node in job.nodes
         }
 
     def idle_unless_busy() -> bool:
@@ -130,19 +128,19 @@ def test_managed_job_waits_under_its_lease_not_held(slurm_cluster, submit):
     job_id = submit("-o", "/dev/null", "--wrap", "sleep 1")  # no -p: default partition sched
     time.sleep(1.0)  # Slurm would have started a runnable job by now
     job = jobs(slurm_cluster)[job_id]
-    assert job["partition"] == "sched"
-    assert job["job_state"] == "PENDING"
-    assert job["priority"] > 0  # not held: if no scheduler renews the lease, Slurm starts it
+    assert job.partition == "sched"
+    assert job.state == "PENDING"
+    assert job.priority > 0  # not held: if no scheduler renews the lease, Slurm starts it
     lease = slurm_cluster.lease_s
-    assert t0 + lease - 2 <= job["eligible_time"] <= time.time() + lease + 1, (job, lease)
+    assert t0 + lease - 2 <= job.eligible_time_s <= time.time() + lease + 1, (job, lease)
 
 
 def test_submit_hold_is_dropped_in_managed_partitions(slurm_cluster, submit):
     """A user's --hold would keep the job from Slurm for ever once the scheduler is gone."""
     job_id = submit("--hold", "-o", "/dev/null", "--wrap", "sleep 1", user="nobody")
     job = jobs(slurm_cluster)[job_id]
-    assert job["job_state"] == "PENDING" and job["priority"] > 0, job
-    assert job["eligible_time"] > time.time() + slurm_cluster.lease_s / 2
+    assert job.state == "PENDING" and job.priority > 0, job
+    assert job.eligible_time_s > time.time() + slurm_cluster.lease_s / 2
 
 
 def test_non_root_owner_cannot_start_hold_release_or_change_a_managed_job(
@@ -161,9 +159,9 @@ def test_non_root_owner_cannot_start_hold_release_or_change_a_managed_job(
         proc = run(slurm_cluster, "scontrol", *cmd, user="nobody", check=False)
         assert proc.returncode != 0, cmd
     job = jobs(slurm_cluster)[job_id]
-    assert job["job_state"] == "PENDING" and job["priority"] > 0
-    assert job["eligible_time"] == before["eligible_time"]
-    assert job["partition"] == "sched"
+    assert job.state == "PENDING" and job.priority > 0
+    assert job.eligible_time_s == before.eligible_time_s
+    assert job.partition == "sched"
     # the owner may still cancel
     run(slurm_cluster, "scancel", str(job_id), user="nobody")
     wait_for("job cancelled", lambda: state(slurm_cluster, job_id) == "CANCELLED")
@@ -173,14 +171,14 @@ def test_pinned_job_starts_at_once_on_that_node_and_nowhere_else(slurm_cluster, 
     """A pending job under its lease, pinned with StartTime=now in one update: Slurm starts it
     on the pinned node (the update is atomic, it never sees the job eligible elsewhere)."""
     job_id = submit("--gres=gpu:a100:1", "-o", "/dev/null", "--wrap", "sleep 1")
-    assert jobs(slurm_cluster)[job_id]["eligible_time"] > time.time() + 10
+    assert jobs(slurm_cluster)[job_id].eligible_time_s > time.time() + 10
     pin(slurm_cluster, job_id, "a100-2")
     took_s = wait_for(
         "job running", lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED")
     )
     print(f"pin -> RUNNING: {took_s:.2f}s")
     assert took_s < 5.0
-    assert jobs(slurm_cluster)[job_id]["nodes"] == "a100-2"
+    assert jobs(slurm_cluster)[job_id].nodes == ("a100-2",)
     wait_for("job completed", lambda: state(slurm_cluster, job_id) == "COMPLETED")
 
 
@@ -193,11 +191,11 @@ def test_requeue_gives_the_job_a_lease_and_a_pin_restarts_it_elsewhere(slurm_clu
     run(slurm_cluster, "scontrol", "requeue", str(job_id))
     wait_for("job pending again", lambda: state(slurm_cluster, job_id) == "PENDING")
     job = jobs(slurm_cluster)[job_id]
-    assert job["priority"] > 0 and job["restart_cnt"] == 1
-    assert time.time() + 100 < job["eligible_time"] < time.time() + 125, job
+    assert job.priority > 0 and job.restart_cnt == 1
+    assert time.time() + 100 < job.eligible_time_s < time.time() + 125, job
     pin(slurm_cluster, job_id, "v100-2")
     wait_for("job running again", lambda: state(slurm_cluster, job_id) == "RUNNING")
-    assert jobs(slurm_cluster)[job_id]["nodes"] == "v100-2"
+    assert jobs(slurm_cluster)[job_id].nodes == ("v100-2",)
 
 
 def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):
@@ -211,14 +209,15 @@ def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):
 
     def both_running() -> bool:
         current = jobs(slurm_cluster)
-        return all(current[j]["job_state"] == "RUNNING" for j in ids)
+        return all(current[j].state == "RUNNING" for j in ids)
 
     wait_for("both shard jobs running", both_running, timeout_s=10)
     current = jobs(slurm_cluster)
-    details = [current[j]["gres_detail"] for j in ids]
-    assert all(current[j]["nodes"] == "v100-1" for j in ids)
-    assert details[0] == details[1] and len(details[0]) == 1
-    assert details[0][0].startswith("shard:v100:1(IDX:")
+    assert all(current[j].nodes == ("v100-1",) for j in ids)
+    # gres_detail: "shard:v100:1(IDX:0)" on 22.05, "shard:v100:1(1/8,0/8,0/8,0/8)" on 24.11
+    allocs = [current[j].alloc for j in ids]
+    assert allocs[0] == allocs[1] and len(allocs[0]) == 1, allocs
+    assert len(allocs[0][0].gpus) == 1 and allocs[0][0].shards == 1, allocs
 
     wait_for("shard jobs done", lambda: all(state(slurm_cluster, j) == "COMPLETED" for j in ids))
     outputs = [(tmp_path / f"out-{j}.txt").read_text().strip() for j in ids]
@@ -248,15 +247,15 @@ def test_valid_hint_is_accepted_and_reads_back_verbatim(slurm_cluster, submit):
     comment = encode_hints(hints)
     job_id = submit("--comment", comment, "-o", "/dev/null", "--wrap", "sleep 1")
     job = jobs(slurm_cluster)[job_id]
-    assert job["comment"] == comment
-    assert parse_hints(job["comment"]) == hints
+    assert job.comment == comment
+    assert parse_hints(job.comment) == hints
 
 
 def test_jobs_outside_managed_partitions_are_untouched(slurm_cluster, submit):
     job_id = submit(
         "-p", "direct", "--comment", "free text", "-o", "/dev/null", "--wrap", "sleep 1"
     )
-    assert jobs(slurm_cluster)[job_id]["priority"] > 0
+    assert jobs(slurm_cluster)[job_id].priority > 0
     wait_for(
         "unmanaged job started by Slurm",
         lambda: state(slurm_cluster, job_id) in ("RUNNING", "COMPLETED"),

@@ -194,7 +194,7 @@ def test_policy_runs_30_jobs_on_slurm(
     assert set(ids) <= set(done), f"not reported: {sorted(set(ids) - set(done))}"
     final = squeue_jobs(slurm_cluster)
     for jid in ids:
-        assert final[jid]["job_state"] == "COMPLETED", (jid, final[jid]["job_state"])
+        assert final[jid].state == "COMPLETED", (jid, final[jid].state)
         events = job_log(out, jid)
         # its work was done once: every run after the first resumes where the last one stopped
         # (a preempt that races with the end of a job restarts it with nothing left to do)
@@ -330,7 +330,7 @@ def test_suspend_resume_preempt_and_checkpoint_resume(
         assert next(f for e, f in events if e == "done")["iterations"] == "20"
         [rec] = backend.completed()
         assert rec.preemptions == 1
-        assert squeue_jobs(slurm_cluster)[a]["job_state"] == "COMPLETED"
+        assert squeue_jobs(slurm_cluster)[a].state == "COMPLETED"
     finally:
         cancel_and_wait(slurm_cluster, [a])
 
@@ -383,5 +383,5 @@ def test_muri_groups_interleave_on_one_gpu(
     assert not rec.over_allocated, rec.over_allocated[:5]
     final = squeue_jobs(slurm_cluster)
     for jid in ids:
-        assert final[jid]["job_state"] == "COMPLETED", (jid, final[jid]["job_state"])
+        assert final[jid].state == "COMPLETED", (jid, final[jid].state)
         assert ("done", {"iterations": "12"}) in job_log(out, jid), job_log(out, jid)

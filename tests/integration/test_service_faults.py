@@ -145,7 +145,7 @@ def submit(cluster: MiniCluster, defs: list[JobDef], out: Path) -> list[str]:
 
 def final_states(cluster: MiniCluster, ids: list[str]) -> dict[str, str]:
     jobs = squeue_jobs(cluster)
-    return {j: str(jobs[j]["job_state"]) for j in ids if j in jobs}
+    return {j: str(jobs[j].state) for j in ids if j in jobs}
 
 
 def all_final(cluster: MiniCluster, ids: list[str]) -> bool:
@@ -262,11 +262,11 @@ def test_daemon_stopped_for_good_slurm_starts_pending_jobs_within_the_lease(
         def leased_and_full() -> bool:
             jobs = squeue_jobs(slurm_cluster)
             now = time.time()
-            running = all(jobs[j]["job_state"] == "RUNNING" for j in fill)
+            running = all(jobs[j].state == "RUNNING" for j in fill)
             # the daemon has replaced the plugin's 120 s lease with its own
             leased = all(
-                jobs[j]["job_state"] == "PENDING"
-                and now < float(jobs[j]["eligible_time"]) <= now + LEASE_S + 6
+                jobs[j].state == "PENDING"
+                and now < float(jobs[j].eligible_time_s) <= now + LEASE_S + 6
                 for j in waiting
             )
             return running and leased
@@ -279,9 +279,9 @@ def test_daemon_stopped_for_good_slurm_starts_pending_jobs_within_the_lease(
 
         def started() -> dict[str, float] | None:
             jobs = squeue_jobs(slurm_cluster)
-            if all(float(jobs[j]["start_time"]) > 0 and jobs[j]["job_state"] != "PENDING"
+            if all(float(jobs[j].start_time_s) > 0 and jobs[j].state != "PENDING"
                    for j in waiting):
-                return {j: float(jobs[j]["start_time"]) for j in waiting}
+                return {j: float(jobs[j].start_time_s) for j in waiting}
             return None
 
         starts = wait_for(started, bound_s + 5, "Slurm to start the waiting jobs", step_s=0.5)
@@ -378,7 +378,7 @@ def test_shadow_mode_changes_nothing(slurm_cluster: MiniCluster, tmp_path: Path)
     finally:
         cancel_and_wait(slurm_cluster, [jid])
     assert proc.returncode == 0, proc.stderr
-    assert after["job_state"] == "PENDING"
-    assert after["eligible_time"] == before["eligible_time"]  # not renewed, not started
+    assert after.state == "PENDING"
+    assert after.eligible_time_s == before.eligible_time_s  # not renewed, not started
     assert f"would run: scontrol update JobId={jid} NodeList=" in proc.stderr, proc.stderr
     assert "shadow cycle:" in proc.stderr

@@ -59,7 +59,7 @@ def test_live_snapshot_replay_and_explain(
             return job is not None and job.state == "RUNNING" and not backend.in_flight
 
         wait_for(running, 20, f"job {runner_job} running")
-        before = {j: squeue_jobs(slurm_cluster)[j]["job_state"] for j in ids}
+        before = {j: squeue_jobs(slurm_cluster)[j].state for j in ids}
 
         path = tmp_path / "live.json"
         rc = main(["snapshot", "--mini-cluster", "--out", str(path)])
@@ -76,7 +76,7 @@ def test_live_snapshot_replay_and_explain(
             assert by_id[j].state is JobState.PENDING, (j, by_id[j].state)
         assert by_id[waiting[0]].spec.gpu_type == "v100"
         # read-only: the capture changed nothing in Slurm
-        after = {j: squeue_jobs(slurm_cluster)[j]["job_state"] for j in ids}
+        after = {j: squeue_jobs(slurm_cluster)[j].state for j in ids}
         assert after == before
 
         doc = json.loads(_cli(capsys, "replay", str(path), "--policy", "fifo", "--simulate",

@@ -313,3 +313,45 @@ def test_cli_run_bad_setup_is_one_line_and_exit_2(tmp_path: Path, capsys, text: 
     assert main(["run", "--config", str(p), "--once"]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1, err
+
+
+# ---------------------------------------------------------------------------- misread clusters
+def _refused(d: Daemon, runner: FakeRunner, tmp_path: Path, caplog: Any) -> str:
+    with caplog.at_level("ERROR", logger="slurm_sched.service.daemon"):
+        t0 = time.monotonic()
+        assert d.run() == 2
+    assert time.monotonic() - t0 < 10  # refused at once, never retried
+    assert not [x for x in runner.lines if x.startswith(("update", "release", "resume"))]
+    rows = read_decisions(tmp_path / "decisions.jsonl")
+    assert [r["event"] for r in rows] == ["refused", "stop"]
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line.startswith("refusing to run: ") and "\n" not in line
+    return line
+
+
+def test_daemon_refuses_an_empty_cluster(tmp_path: Path, caplog: Any) -> None:
+    d, runner = make_daemon(tmp_path, once=False)
+    for node in runner.sinfo["nodes"]:
+        node["partitions"] = ["other"]
+    line = _refused(d, runner, tmp_path, caplog)
+    assert line.endswith(
+        "no node in the managed partitions ['sched'] (sinfo --json: 4 node(s) in all, "
+        "Slurm 22.05.8)"
+    )
+
+
+def test_daemon_refuses_a_slurm_release_it_does_not_support(tmp_path: Path, caplog: Any) -> None:
+    d, runner = make_daemon(tmp_path, once=False)
+    runner.sinfo["meta"]["Slurm"]["release"] = "21.08.8"
+    line = _refused(d, runner, tmp_path, caplog)
+    assert line == (
+        "refusing to run: scontrol --version: Slurm 21.08.8 is not supported "
+        "(supported: 22.05 to 25.11)"
+    )
+
+
+def test_daemon_refuses_a_misread_job_list(tmp_path: Path, caplog: Any) -> None:
+    d, runner = make_daemon(tmp_path, once=False)
+    del runner.squeue["jobs"][2]["job_state"]
+    line = _refused(d, runner, tmp_path, caplog)
+    assert "field 'job_state' is missing (Slurm 22.05.8)" in line
