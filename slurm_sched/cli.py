@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from slurm_sched import __version__
-from slurm_sched.errors import InputError, SlurmSchedError
+from slurm_sched.errors import ClusterMisreadError, InputError, SlurmSchedError
 from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
 from slurm_sched.policy import registry
 
@@ -301,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except InputError as e:
         click.echo(f"error: {e.one_line()}", err=True)
+        return EXIT_INPUT
+    except ClusterMisreadError as e:  # a Slurm document we cannot trust, named in one line
+        click.echo(f"error: {e}", err=True)
         return EXIT_INPUT
     except SlurmSchedError as e:
         click.echo(f"error: {e}", err=True)

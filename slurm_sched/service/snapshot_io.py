@@ -35,7 +35,6 @@ import json
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,7 +51,6 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
 from slurm_sched.sim.progress import ProgressModel
-from slurm_sched.slurm.runner import CommandRunner
 
 if TYPE_CHECKING:
     from slurm_sched.controller import ControllerStats
@@ -316,17 +314,6 @@ def load_snapshot(path: str | os.PathLike[str]) -> SnapshotFile:
 
 
 # ------------------------------------------------------------------ live capture (read-only)
-def slurm_version(runner: CommandRunner) -> str | None:
-    """``22.05.8`` from ``sinfo --version`` (a read-only command); None if it cannot be read."""
-    try:
-        out = runner.run(["sinfo", "--version"]).stdout.strip()
-    except Exception as exc:  # informational only: never fail a capture on it
-        log.warning("cannot read the Slurm version: %s", exc)
-        return None
-    found = re.search(r"\d+\.\d+(?:\.\d+)*", out)  # "slurm 22.05.8", "slurm-wlm 22.05.8"
-    return found.group(0) if found else (out or None)
-
-
 def capture_live(backend: SlurmBackend, source: str) -> SnapshotFile:
     """One ``snapshot()`` of a live backend, with its context (version, jobs in flight...).
 
@@ -345,9 +332,59 @@ def capture_live(backend: SlurmBackend, source: str) -> SnapshotFile:
         snapshot=snap,
         captured_at_s=captured,
         source=source,
-        slurm_version=slurm_version(backend.runner),
+        slurm_version=str(backend.slurm_version()),
         partitions=tuple(sorted(backend.partitions)),
         notes=notes,
+    )
+
+
+def capture_recorded(
+    jobs_path: str | os.PathLike[str],
+    nodes_path: str | os.PathLike[str],
+    *,
+    partitions: Sequence[str] = (),
+    settings_dir: str | os.PathLike[str] | None = None,
+    now_s: float | None = None,
+) -> SnapshotFile:
+    """The snapshot the daemon would take of a cluster recorded in two JSON files.
+
+    ``jobs_path`` holds ``squeue --json`` (``--states=all`` from 23.02 on, so that finished jobs
+    are in), ``scontrol show job --json`` or slurmrestd's ``/jobs``; ``nodes_path`` holds
+    ``sinfo --json``, ``scontrol show node --json`` or slurmrestd's ``/nodes``; of any supported
+    release. The backend runs in dry-run mode over them (:class:`RecordedRunner`).
+    ``partitions`` defaults to every partition of the recorded nodes; ``now_s`` to the newest
+    time in the jobs (the recording was made no earlier).
+
+    Raises:
+        InputError: a file that is missing, not JSON, or of another release than the other.
+        ClusterMisreadError: an unsupported release, a document without a field the scheduler
+            needs, or no node in ``partitions``.
+    """
+    import tempfile
+
+    from slurm_sched.slurm.backend import SlurmBackend
+    from slurm_sched.slurm.recorded import RecordedCluster, RecordedRunner
+
+    recorded = RecordedCluster.from_files(jobs_path, nodes_path)
+    if not partitions:
+        partitions = sorted({p for n in recorded.nodes for p in n.partitions})
+    now = recorded.newest_time_s() if now_s is None else now_s
+    with tempfile.TemporaryDirectory(prefix="slurm-sched-recorded-") as tmp:
+        backend = SlurmBackend(
+            RecordedRunner(recorded=recorded),
+            partitions=list(partitions),
+            settings_dir=settings_dir or tmp,
+            clock=lambda: now,
+            dry_run=True,
+        )
+        sf = capture_live(backend, f"recorded:{jobs_path},{nodes_path}")
+    return SnapshotFile(
+        snapshot=sf.snapshot,
+        captured_at_s=now,
+        source=sf.source,
+        slurm_version=sf.slurm_version,
+        partitions=sf.partitions,
+        notes={**sf.notes, "not_run": []},
     )
 
 

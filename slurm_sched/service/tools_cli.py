@@ -102,15 +102,41 @@ def capture(
 @click.command("snapshot")
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="Where to write the snapshot (JSON).")
+@click.option("--from-json", "jobs_json", type=click.Path(dir_okay=False), default=None,
+              help="Instead of the live cluster: its jobs as recorded (squeue --json "
+                   "--states=all, scontrol show job --json or slurmrestd /jobs).")
+@click.option("--nodes", "nodes_json", type=click.Path(dir_okay=False), default=None,
+              help="With --from-json: its nodes as recorded (sinfo --json, scontrol show "
+                   "node --json or slurmrestd /nodes).")
+@click.option("--now", "now_s", type=float, default=None,
+              help="With --from-json: the recording's time, epoch seconds (default: the "
+                   "newest time in the jobs).")
 @_with(_live_options)
-def snapshot_cmd(out: str, mini_cluster: bool, config_path: str | None,
-                 partitions: tuple[str, ...], settings_dir: str | None,
-                 slurm_conf: str | None) -> None:
-    """Capture the live state (read-only) into a snapshot file for replay and explain."""
-    from slurm_sched.service.snapshot_io import write_snapshot
+def snapshot_cmd(out: str, jobs_json: str | None, nodes_json: str | None, now_s: float | None,
+                 mini_cluster: bool, config_path: str | None, partitions: tuple[str, ...],
+                 settings_dir: str | None, slurm_conf: str | None) -> None:
+    """Capture the live state (read-only), or what the scheduler would see of a cluster
+    recorded in JSON files (--from-json, --nodes), into a snapshot file for replay and explain."""
+    from slurm_sched.service.snapshot_io import capture_recorded, write_snapshot
 
-    sf = capture(mini_cluster=mini_cluster, config_path=config_path, partitions=partitions,
-                 settings_dir=settings_dir, slurm_conf=slurm_conf)
+    if (jobs_json is None) != (nodes_json is None):
+        raise InputError("--from-json and --nodes go together (the jobs and the nodes)",
+                         field="--nodes" if nodes_json is None else "--from-json")
+    if jobs_json is not None and nodes_json is not None:
+        if mini_cluster or slurm_conf:
+            raise InputError("a recorded cluster is read from files, not from Slurm",
+                             field="--mini-cluster" if mini_cluster else "--slurm-conf")
+        if not partitions and config_path is not None:
+            from slurm_sched.service.config import load_config
+
+            partitions = tuple(load_config(config_path).managed_partitions)
+        sf = capture_recorded(jobs_json, nodes_json, partitions=partitions,
+                              settings_dir=settings_dir, now_s=now_s)
+    else:
+        if now_s is not None:
+            raise InputError("--now goes with --from-json", field="--now", value=now_s)
+        sf = capture(mini_cluster=mini_cluster, config_path=config_path, partitions=partitions,
+                     settings_dir=settings_dir, slurm_conf=slurm_conf)
     path = write_snapshot(sf, out)
     click.echo(f"{_summary(sf)}; written to {path}", err=True)
     for line in sf.notes.get("not_run", []):
