@@ -490,7 +490,7 @@ def _requested_nodes(j: Mapping[str, Any], state: SlurmJobState) -> int:
     run's count even after ``update NumNodes=2-2`` (checked on 22.05.8); ``tres_req_str``
     follows the update.
     """
-    count = int(number(j.get("node_count"), 1)) or 1
+    count = int(number(j.get("node_count"), 1))
     if state is not SlurmJobState.PENDING:
         return count
     for item in str(j.get("tres_req_str") or "").split(","):
