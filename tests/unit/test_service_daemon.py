@@ -286,6 +286,7 @@ def test_systemd_unit_is_a_notify_service_with_watchdog_restart_and_its_own_user
     svc = unit["Service"]
     assert svc["Type"] == "notify" and int(svc["WatchdogSec"]) > 0
     assert svc["Restart"] == "on-failure" and svc["User"] == "slurm-sched"
+    assert svc["RestartPreventExitStatus"] == "2"  # a misread cluster: stay down, say why
     assert svc["ExecStart"].split()[1:3] == ["run", "--config"]
     assert svc["KillMode"] == "mixed"  # SIGTERM to the daemon only: it finishes its cycle
 
