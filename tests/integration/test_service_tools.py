@@ -8,6 +8,7 @@ then simulate to the end) and explains a waiting job, from the file and live.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,11 @@ def test_live_snapshot_replay_and_explain(
         err = capsys.readouterr().err
         assert rc == 0, err
         sf = load_snapshot(path)
-        assert sf.slurm_version and sf.slurm_version.startswith("22.05"), sf.slurm_version
+        running_release = subprocess.run(
+            ["scontrol", "--version"], env=slurm_cluster.env, capture_output=True, text=True,
+            check=True,
+        ).stdout.split()[-1]  # "slurm-wlm 22.05.8", "slurm 24.11.5"
+        assert sf.slurm_version == running_release, sf.slurm_version
         assert sf.source == f"mini-cluster:{slurm_cluster.state_dir}"
         by_id = sf.snapshot.by_id
         assert by_id[runner_job].state is JobState.RUNNING
