@@ -97,22 +97,11 @@ _DISPLAY_FLAGS = (
     SlurmJobState.POWER_UP_NODE,
     SlurmJobState.LAUNCH_FAILED,
 )
-#: Job states after which a job never runs again.
-FINAL_JOB_STATES = frozenset(
-    {
-        SlurmJobState.COMPLETED,
-        SlurmJobState.FAILED,
-        SlurmJobState.CANCELLED,
-        SlurmJobState.TIMEOUT,
-        SlurmJobState.NODE_FAIL,
-        SlurmJobState.PREEMPTED,
-        SlurmJobState.BOOT_FAIL,
-        SlurmJobState.DEADLINE,
-        SlurmJobState.OUT_OF_MEMORY,
-        SlurmJobState.SPECIAL_EXIT,
-        SlurmJobState.REVOKED,
-    }
-)
+#: Job states after which a job never runs again: every base state but the three of a live
+#: job, and the two flags 22.05 prints for a finished job.
+FINAL_JOB_STATES = (
+    BASE_JOB_STATES - {SlurmJobState.PENDING, SlurmJobState.RUNNING, SlurmJobState.SUSPENDED}
+) | {SlurmJobState.SPECIAL_EXIT, SlurmJobState.REVOKED}
 #: A flag that 22.05 prints for an unfinished job whose base state is pending (requeue phases).
 _PENDING_BASE_OF = {
     SlurmJobState.REQUEUED: SlurmJobState.PENDING,
