@@ -40,13 +40,12 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from slurm_sched.backend import ClusterBackend, CompletedJob
 from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
@@ -70,7 +69,7 @@ from slurm_sched.slurm.hints import (
     hints_to_jobspec,
     parse_hints,
 )
-from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError, SlurmNode
+from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import (
     Ledger,
@@ -78,6 +77,16 @@ from slurm_sched.slurm.settings_file import (
     SettingsStore,
     progress_rate,
     work_done_s,
+)
+from slurm_sched.slurm.shared import (
+    FOREIGN,
+    PENDING_STATES,
+    RUNNING_STATES,
+    BackendState,
+    BackendStats,
+    Mismatch,
+    Slot,
+    log,
 )
 from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import (
@@ -95,10 +104,22 @@ from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, par
 if TYPE_CHECKING:
     from slurm_sched.slurm.cluster import MiniCluster
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "EAGER_SINFO_S",
+    "FOREIGN",
+    "REQUEUE_GRACE_S",
+    "SHARD_END_RISK_S",
+    "UNSTART",
+    "ActionRejected",
+    "BackendStats",
+    "Intent",
+    "Mismatch",
+    "Slot",
+    "SlurmBackend",
+]
 
-Slot = tuple[str, int]
-FOREIGN = "<foreign>"
+_T = TypeVar("_T")
+
 #: A requeued job is not launched again on a node of its killed run sooner than this (seconds)
 #: after the requeue returned: slurmd revokes the job's credential at the requeue time (whole
 #: seconds) and refuses a launch whose credential is from that same second ("Killing
@@ -116,15 +137,6 @@ SHARD_END_RISK_S = 30.0
 #: time goes a lease ahead again)
 UNSTART = "unstart"
 
-_RUNNING_STATES = frozenset({SlurmJobState.RUNNING, SlurmJobState.CONFIGURING})
-_PENDING_STATES = frozenset(
-    {
-        SlurmJobState.PENDING,
-        SlurmJobState.REQUEUED,
-        SlurmJobState.REQUEUE_HOLD,
-        SlurmJobState.REQUEUE_FED,
-    }
-)
 #: From this release on, ``squeue --json`` lists finished jobs only when asked (``--states=all``)
 #: and ``sinfo --json`` groups alike nodes, so nodes are read from ``scontrol show nodes --json``
 _GROUPED_SINFO = SlurmVersion(23, 2)
@@ -154,29 +166,23 @@ class Intent:
     warned: bool = False
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    """Slurm placed a job differently from what the policy asked (GPU indices or per-node split)."""
+class _Shared(Generic[_T]):
+    """A backend attribute that lives in the state its parts share (read and written there)."""
 
-    job_id: str
-    asked: Placement
-    actual: Placement
-    at_s: float
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Shared[_T]: ...
+    @overload
+    def __get__(self, obj: SlurmBackend, objtype: type | None = None) -> _T: ...
+    def __get__(self, obj: SlurmBackend | None, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(obj._state, self.name)
 
-@dataclass
-class BackendStats:
-    snapshots: int = 0
-    squeue_calls: int = 0
-    squeue_s: float = 0.0
-    apply_calls: int = 0
-    commands: int = 0
-    batches: int = 0
-    start_timeouts: int = 0
-    lease_renewals: int = 0
-    lease_failures: int = 0
-    released_held: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
+    def __set__(self, obj: SlurmBackend, value: _T) -> None:
+        setattr(obj._state, self.name, value)
 
 
 class SlurmBackend(ClusterBackend):
@@ -202,6 +208,31 @@ class SlurmBackend(ClusterBackend):
             :class:`~slurm_sched.slurm.runner.DryRunRunner`.
     """
 
+    # settings and public records, kept in the shared state (slurm/shared.py)
+    runner: _Shared[CommandRunner] = _Shared()
+    partitions: _Shared[frozenset[str]] = _Shared()
+    store: _Shared[SettingsStore] = _Shared()
+    lease: _Shared[Lease | None] = _Shared()
+    max_jobs_per_gpu: _Shared[int] = _Shared()
+    sinfo_refresh_s: _Shared[float] = _Shared()
+    start_timeout_s: _Shared[float] = _Shared()
+    min_query_interval_s: _Shared[float] = _Shared()
+    clock: _Shared[Callable[[], float]] = _Shared()
+    dry_run: _Shared[bool] = _Shared()
+    stats: _Shared[BackendStats] = _Shared()
+    #: placements Slurm chose differently from the policy (newest last)
+    mismatches: _Shared[list[Mismatch]] = _Shared()
+    #: per result of the last ``apply``: the command lines of its translation (after-requeue
+    #: stages included; empty when the action was rejected before any command)
+    last_commands: _Shared[list[tuple[str, ...]]] = _Shared()
+    #: when each job's lease was last renewed by this backend (epoch seconds)
+    renewed_at: _Shared[dict[str, float]] = _Shared()
+    #: jobs released to Slurm unmanaged, with the reason (never dropped silently)
+    left_to_slurm: _Shared[dict[str, str]] = _Shared()
+    #: GPUs Slurm counts as used that no job holds, confirmed by two fresh looks (a Slurm
+    #: 22.05.8 accounting leak after a slurmctld restart); not offered to the policy
+    phantom_gpus: _Shared[frozenset[Slot]] = _Shared()
+
     def __init__(
         self,
         runner: CommandRunner,
@@ -221,62 +252,21 @@ class SlurmBackend(ClusterBackend):
             raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
         if not partitions:
             raise ValueError("at least one managed partition is needed")
-        self.dry_run = dry_run
         if dry_run and not isinstance(runner, DryRunRunner):
             runner = DryRunRunner.wrapping(runner)
-        self.runner = runner
-        self.partitions = frozenset(partitions)
-        self.store = SettingsStore(settings_dir, read_only=dry_run)
-        self.lease = Lease(lease_s) if lease_s is not None else None
-        self.max_jobs_per_gpu = max_jobs_per_gpu
-        self.sinfo_refresh_s = sinfo_refresh_s
-        self.start_timeout_s = start_timeout_s
-        self.min_query_interval_s = min_query_interval_s
-        self.clock = clock
-        self.stats = BackendStats()
-        #: placements Slurm chose differently from the policy (newest last)
-        self.mismatches: list[Mismatch] = []
-        #: per result of the last ``apply``: the command lines of its translation (after-requeue
-        #: stages included; empty when the action was rejected before any command)
-        self.last_commands: list[tuple[str, ...]] = []
-        #: job -> (when our requeue of it returned, the nodes of the run it killed)
-        self._requeued: dict[str, tuple[float, frozenset[str]]] = {}
-        #: when each job's lease was last renewed by this backend (epoch seconds)
-        self.renewed_at: dict[str, float] = {}
-        #: jobs released to Slurm unmanaged, with the reason (never dropped silently)
-        self.left_to_slurm: dict[str, str] = {}
-        self._expected: set[str] = {str(j) for j in expect_jobs}
-        self._nodes: list[SlurmNode] = []
-        self._node_by_name: dict[str, SlurmNode] = {}  # the same, by name
-        self._cluster: Cluster | None = None
-        self._shards = ShardConfig()
-        self._sinfo_at = -1e18
-        self._ledgers: dict[str, Ledger] = {}
-        self._settings: dict[str, JobSettings] = {}
-        self._intents: dict[str, Intent] = {}
-        self._results: dict[str, ActionResult] = {}
-        self._completed: list[CompletedJob] = []
-        self._done: set[str] = set()  # completed, or final before we first looked
-        self._released: set[str] = set()  # left to Slurm and released
-        self._final_left: set[str] = set()  # left to Slurm and finished since
-        self._tracked: set[str] = set()  # managed jobs seen unfinished
-        self._first = True
-        self._progress_cache: dict[str, tuple[int, int, Progress | None]] = {}
-        # the current view, rebuilt by snapshot() and updated by apply()
-        self._slurm: dict[str, SlurmJob] = {}
-        self._views: dict[str, JobView] = {}
-        self._holders: dict[Slot, list[str]] = {}
-        self._shard_use: dict[Slot, int] = {}
-        self._exclusive: set[Slot] = set()
-        self._last: ClusterSnapshot | None = None
-        self._jobs_cache: tuple[float, list[SlurmJob]] | None = None
-        self._slurm_view_shards = False  # the last sinfo is fresh and shard jobs are running
-        #: GPUs Slurm counts as used that no job holds, confirmed by two fresh looks (a Slurm
-        #: 22.05.8 accounting leak after a slurmctld restart); not offered to the policy
-        self.phantom_gpus: frozenset[Slot] = frozenset()
-        self._phantom_seen: frozenset[Slot] = frozenset()
-        self._sinfo_eager_until = 0.0  # read sinfo with every fresh squeue until then
-        self._version: SlurmVersion | None = None
+        self._state = BackendState(
+            runner=runner,
+            partitions=frozenset(partitions),
+            store=SettingsStore(settings_dir, read_only=dry_run),
+            lease=Lease(lease_s) if lease_s is not None else None,
+            max_jobs_per_gpu=max_jobs_per_gpu,
+            sinfo_refresh_s=sinfo_refresh_s,
+            start_timeout_s=start_timeout_s,
+            min_query_interval_s=min_query_interval_s,
+            clock=clock,
+            dry_run=dry_run,
+            expected={str(j) for j in expect_jobs},
+        )
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -289,14 +279,14 @@ class SlurmBackend(ClusterBackend):
     # ------------------------------------------------------------------ public helpers
     def expect(self, job_ids: Iterable[str]) -> None:
         """Add job ids that ``finished()`` waits for."""
-        self._expected.update(str(j) for j in job_ids)
+        self._state.expected.update(str(j) for j in job_ids)
 
     @property
     def cluster(self) -> Cluster:
-        if self._cluster is None:
+        if self._state.cluster is None:
             self._refresh_nodes(force=True)
-        assert self._cluster is not None
-        return self._cluster
+        assert self._state.cluster is not None
+        return self._state.cluster
 
     def slurm_version(self) -> SlurmVersion:
         """The Slurm release of the cluster (``scontrol --version``, asked once).
@@ -305,7 +295,7 @@ class SlurmBackend(ClusterBackend):
             UnsupportedSlurmVersion: a release outside the supported range.
             SlurmCommandError: ``scontrol --version`` printed no version.
         """
-        if self._version is None:
+        if self._state.version is None:
             res = self.runner.run(["scontrol", "--version"])
             version = parse_release(res.stdout)
             if version is None:
@@ -314,8 +304,8 @@ class SlurmBackend(ClusterBackend):
                 )
             if not version.supported:
                 raise UnsupportedSlurmVersion(version, "scontrol --version")
-            self._version = version
-        return self._version
+            self._state.version = version
+        return self._state.version
 
     def _jobs_argv(self) -> list[str]:
         if self.slurm_version() < _GROUPED_SINFO:
@@ -330,17 +320,17 @@ class SlurmBackend(ClusterBackend):
     @property
     def in_flight(self) -> frozenset[str]:
         """Jobs with work under way that Slurm has not confirmed yet (start, requeue...)."""
-        return frozenset(self._intents)
+        return frozenset(self._state.intents)
 
     @property
     def slurm_jobs(self) -> dict[str, SlurmJob]:
         """Every job of the last ``squeue --json`` (all partitions), by id."""
-        return dict(self._slurm)
+        return dict(self._state.slurm)
 
     @property
     def last_snapshot(self) -> ClusterSnapshot | None:
         """The snapshot returned last (None before the first)."""
-        return self._last
+        return self._state.last
 
     @property
     def dry_commands(self) -> list[str]:
@@ -353,8 +343,8 @@ class SlurmBackend(ClusterBackend):
         plugin's submit hold, a ``requeuehold``, an admin's ``hold``. As of the last snapshot."""
         return [
             jid
-            for jid, job in self._slurm.items()
-            if jid in self._ledgers and jid not in self._done and job.held
+            for jid, job in self._state.slurm.items()
+            if jid in self._state.ledgers and jid not in self._state.done and job.held
         ]
 
     def pending_jobs(self) -> list[str]:
@@ -362,11 +352,11 @@ class SlurmBackend(ClusterBackend):
         work of this backend in flight. As of the last snapshot."""
         return [
             jid
-            for jid, job in self._slurm.items()
-            if jid in self._ledgers
-            and jid not in self._done
-            and jid not in self._intents
-            and job.state in _PENDING_STATES
+            for jid, job in self._state.slurm.items()
+            if jid in self._state.ledgers
+            and jid not in self._state.done
+            and jid not in self._state.intents
+            and job.state in PENDING_STATES
             and not job.held
         ]
 
@@ -398,7 +388,7 @@ class SlurmBackend(ClusterBackend):
         errors = self._execute(items)
         out = {jid: errors.get(k) for k, jid in enumerate(ids)}
         self.stats.released_held += sum(1 for e in out.values() if e is None)
-        self._jobs_cache = None  # read Slurm again: these jobs changed state
+        self._state.jobs_cache = None  # read Slurm again: these jobs changed state
         return out
 
     def _count_renewals(self, errors: dict[str, str | None]) -> None:
@@ -415,48 +405,48 @@ class SlurmBackend(ClusterBackend):
 
     # ------------------------------------------------------------------ ClusterBackend
     def finished(self) -> bool:
-        if not self._expected:
+        if not self._state.expected:
             return False
-        return self._expected <= (self._done | self._final_left)
+        return self._state.expected <= (self._state.done | self._state.final_left)
 
     def completed(self) -> list[CompletedJob]:
-        return list(self._completed)
+        return list(self._state.completed)
 
     def snapshot(self) -> ClusterSnapshot:
         try:
             return self._snapshot()
         except BackendUnavailableError:
             # after an outage Slurm's GPU counts may be off (see _update_phantoms): look closer
-            self._sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
+            self._state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
             raise
 
     def _snapshot(self) -> ClusterSnapshot:
-        sinfo_before = self._sinfo_at
-        cached = self._jobs_cache
+        sinfo_before = self._state.sinfo_at
+        cached = self._state.jobs_cache
         will_query = cached is None or time.monotonic() - cached[0] >= self.min_query_interval_s
-        self._refresh_nodes(force=will_query and time.monotonic() < self._sinfo_eager_until)
-        sinfo_first = self._sinfo_at != sinfo_before  # sinfo read just before this squeue
-        before = self._jobs_cache
+        self._refresh_nodes(force=will_query and time.monotonic() < self._state.sinfo_eager_until)
+        sinfo_first = self._state.sinfo_at != sinfo_before  # sinfo read just before this squeue
+        before = self._state.jobs_cache
         jobs = self._query_jobs()
-        fresh = self._jobs_cache is not before
+        fresh = self._state.jobs_cache is not before
         if fresh and sinfo_first:
             self._update_phantoms(jobs)
         if fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc):
             # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
             self._refresh_nodes(force=True)
-            self._slurm_view_shards = True
+            self._state.slurm_view_shards = True
         elif fresh:
-            self._slurm_view_shards = False
+            self._state.slurm_view_shards = False
         now = self.clock()
         self._reconcile(jobs, now, fresh=fresh)
         snap = self._build(now)
-        self._last = snap
+        self._state.last = snap
         self.stats.snapshots += 1
         return snap
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         self.stats.apply_calls += 1
-        if self._last is None:
+        if self._state.last is None:
             try:
                 self.snapshot()
             except (SlurmCommandError, SlurmJsonError) as exc:  # apply raises only this one
@@ -467,8 +457,8 @@ class SlurmBackend(ClusterBackend):
         planned: list[tuple[int, Action, Translation, _Undo]] = []
         for action in actions:
             rid = action.request_id
-            if rid is not None and rid in self._results:
-                results.append(self._results[rid])
+            if rid is not None and rid in self._state.results:
+                results.append(self._state.results[rid])
                 continue
             try:
                 tr = self._plan(action, now)
@@ -476,12 +466,14 @@ class SlurmBackend(ClusterBackend):
                 res = ActionResult(action=action, ok=False, error=str(exc))
                 log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
                 if rid is not None:
-                    self._results[rid] = res
+                    self._state.results[rid] = res
                 results.append(res)
                 continue
             # reserve now, so that later actions of this call see the GPUs taken
             undo = _Undo(
-                action.job_id, self._views[action.job_id], self._intents.get(action.job_id)
+                action.job_id,
+                self._state.views[action.job_id],
+                self._state.intents.get(action.job_id),
             )
             self._reserve(action, tr, now)
             self._write_settings(action, tr)
@@ -503,10 +495,10 @@ class SlurmBackend(ClusterBackend):
             elif err is None:
                 self._finalize(action, tr, now)
                 if "requeue" in {c.argv[1] for st in tr.stages for c in st if c.is_scontrol}:
-                    nodes = frozenset(self._slurm[action.job_id].nodes)
-                    self._requeued[action.job_id] = (self.clock(), nodes)
+                    nodes = frozenset(self._state.slurm[action.job_id].nodes)
+                    self._state.requeued[action.job_id] = (self.clock(), nodes)
                 if tr.kind in ("suspend", "resume") or UNSTART in tr.notes:
-                    self._jobs_cache = None  # no intent covers these: read Slurm again
+                    self._state.jobs_cache = None  # no intent covers these: read Slurm again
                 res = ActionResult(action=action, ok=True)
                 self.stats.by_kind[action.kind] = self.stats.by_kind.get(action.kind, 0) + 1
             else:
@@ -514,14 +506,14 @@ class SlurmBackend(ClusterBackend):
                 res = ActionResult(action=action, ok=False, error=err)
                 log.warning("%s %s failed in Slurm: %s", action.kind, action.job_id, err)
             if action.request_id is not None:
-                self._results[action.request_id] = res
+                self._state.results[action.request_id] = res
             results[i] = res
         self.last_commands = [commands.get(i, ()) for i in range(len(results))]
         return [r for r in results if r is not None]
 
     # ------------------------------------------------------------------ queries
     def _refresh_nodes(self, force: bool = False) -> None:
-        if not force and time.monotonic() - self._sinfo_at < self.sinfo_refresh_s:
+        if not force and time.monotonic() - self._state.sinfo_at < self.sinfo_refresh_s:
             return
         argv = self._nodes_argv()
         data = self._query_json(argv)
@@ -535,13 +527,13 @@ class SlurmBackend(ClusterBackend):
                 f"no node in the managed partitions {sorted(self.partitions)} "
                 f"({' '.join(argv)}: {len(nodes)} node(s) in all, Slurm {version})"
             )
-        self._nodes = managed
-        self._node_by_name = {n.name: n for n in managed}
+        self._state.nodes = managed
+        self._state.node_by_name = {n.name: n for n in managed}
         cluster = parse.cluster_from_nodes(managed, self.partitions)
-        if self._cluster is None or cluster != self._cluster:
-            self._cluster = cluster
+        if self._state.cluster is None or cluster != self._state.cluster:
+            self._state.cluster = cluster
         spg = min((n.shards_per_gpu for n in managed if n.num_gpus), default=0)
-        self._shards = ShardConfig(spg, self.max_jobs_per_gpu)
+        self._state.shards = ShardConfig(spg, self.max_jobs_per_gpu)
         if self.max_jobs_per_gpu > 1 and spg <= 2 * (self.max_jobs_per_gpu - 1):
             log.warning(
                 "GPU sharing with %d jobs per GPU needs more than %d shards per GPU; the "
@@ -550,7 +542,7 @@ class SlurmBackend(ClusterBackend):
                 2 * (self.max_jobs_per_gpu - 1),
                 spg,
             )
-        self._sinfo_at = time.monotonic()
+        self._state.sinfo_at = time.monotonic()
 
     def _query_json(self, argv: list[str]) -> dict[str, Any]:
         import json
@@ -573,7 +565,7 @@ class SlurmBackend(ClusterBackend):
 
     def _query_jobs(self) -> list[SlurmJob]:
         t0 = time.monotonic()
-        cached = self._jobs_cache
+        cached = self._state.jobs_cache
         if cached is not None and t0 - cached[0] < self.min_query_interval_s:
             return cached[1]
         argv = self._jobs_argv()
@@ -585,7 +577,7 @@ class SlurmBackend(ClusterBackend):
         t1 = time.monotonic()
         self.stats.squeue_s += t1 - t0
         self.stats.squeue_calls += 1
-        self._jobs_cache = (t1, jobs)
+        self._state.jobs_cache = (t1, jobs)
         return jobs
 
     def _update_phantoms(self, jobs: list[SlurmJob]) -> None:
@@ -606,9 +598,9 @@ class SlurmBackend(ClusterBackend):
                 held.update((a.node, g) for a in job.alloc for g in a.gpus)
         # sinfo was read before this squeue: a job that started in between is in ``held``
         candidates = frozenset(
-            (n.name, g) for n in self._nodes for g in n.used_gpus if (n.name, g) not in held
+            (n.name, g) for n in self._state.nodes for g in n.used_gpus if (n.name, g) not in held
         )
-        confirmed = candidates & self._phantom_seen
+        confirmed = candidates & self._state.phantom_seen
         for node, g in sorted(confirmed - self.phantom_gpus):
             log.error(
                 "Slurm counts GPU %s:%d as used but no job holds it (GPU accounting leak of "
@@ -618,64 +610,61 @@ class SlurmBackend(ClusterBackend):
             )
         for node, g in sorted(self.phantom_gpus - confirmed):
             log.info("GPU %s:%d is usable again", node, g)
-        self._phantom_seen = candidates
+        self._state.phantom_seen = candidates
         self.phantom_gpus = confirmed
 
     # ------------------------------------------------------------------ reconcile
-    def _managed(self, job: SlurmJob) -> bool:
-        return any(p in self.partitions for p in job.partition.split(","))
-
     def _reconcile(self, jobs: list[SlurmJob], now: float, fresh: bool = True) -> None:
         """Fold Slurm's job list into the backend's state. Commands that react to what Slurm
         shows (handing unmanageable jobs to Slurm, renewing leases, re-pinning after a requeue)
         run only on ``fresh`` data, never on a reused ``squeue`` output that may predate the
         last apply."""
-        self._slurm = {j.job_id: j for j in jobs}
-        first = self._first
-        self._first = False
+        self._state.slurm = {j.job_id: j for j in jobs}
+        first = self._state.first
+        self._state.first = False
         hand_over: list[SlurmJob] = []
         lease_due: list[str] = []
         seen: set[str] = set()
         for job in jobs:
             jid = job.job_id
-            if not self._managed(job):
+            if not self._state.managed(job):
                 continue
             seen.add(jid)
-            if jid in self._done:
+            if jid in self._state.done:
                 continue
             if job.final:
-                self._intents.pop(jid, None)
+                self._state.intents.pop(jid, None)
                 if jid in self.left_to_slurm:
-                    self._final_left.add(jid)
-                    self._done.add(jid)
-                elif first and jid not in self._tracked:
-                    self._done.add(jid)  # finished before this backend looked
+                    self._state.final_left.add(jid)
+                    self._state.done.add(jid)
+                elif first and jid not in self._state.tracked:
+                    self._state.done.add(jid)  # finished before this backend looked
                 else:
                     self._finish(job, now)
                 continue
             ledger = None if jid in self.left_to_slurm else self._ledger(job)
             if ledger is None:  # cannot be managed: hand it to Slurm (once)
-                if job.state in _PENDING_STATES and jid not in self._released:
+                if job.state in PENDING_STATES and jid not in self._state.released:
                     hand_over.append(job)
                 continue
-            self._tracked.add(jid)
+            self._state.tracked.add(jid)
             self._account(job, ledger, now)
             if (
                 self.lease is not None
-                and job.state in _PENDING_STATES
+                and job.state in PENDING_STATES
                 and not job.held  # held: Slurm will not start it; the policy's Start releases it
-                and jid not in self._intents  # pinned or being requeued by us on purpose
+                and jid not in self._state.intents  # pinned or being requeued by us on purpose
                 and self.lease.due(job.eligible_time_s, now)
             ):
                 lease_due.append(jid)
         # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)
-        for jid in list(self._tracked - seen - self._done):
+        for jid in list(self._state.tracked - seen - self._state.done):
             log.warning("job %s vanished from squeue without a final state", jid)
-            ledger = self._ledgers.get(jid)
+            ledger = self._state.ledgers.get(jid)
             if ledger is not None:
                 self._record_completion(jid, ledger, now, ledger.run_executed_s)
-            self._done.add(jid)
-            self._intents.pop(jid, None)
+            self._state.done.add(jid)
+            self._state.intents.pop(jid, None)
         if not fresh:
             return
         self._advance_intents(now)
@@ -700,12 +689,12 @@ class SlurmBackend(ClusterBackend):
             if errors.get(k):
                 log.error("could not hand unmanageable job %s to Slurm: %s", job.job_id, errors[k])
             else:
-                self._released.add(job.job_id)
+                self._state.released.add(job.job_id)
 
     def _ledger(self, job: SlurmJob) -> Ledger | None:
         """The job's ledger (spec parsed once); None if the job cannot be managed."""
         jid = job.job_id
-        ledger = self._ledgers.get(jid)
+        ledger = self._state.ledgers.get(jid)
         if ledger is not None:
             return ledger
         ledger = self.store.read_ledger(jid)
@@ -722,7 +711,7 @@ class SlurmBackend(ClusterBackend):
                 return None
             ledger = Ledger(spec=spec)
             self._save_ledger(jid, ledger)
-        self._ledgers[jid] = ledger
+        self._state.ledgers[jid] = ledger
         return ledger
 
     def _spec(self, job: SlurmJob) -> JobSpec:
@@ -758,7 +747,7 @@ class SlurmBackend(ClusterBackend):
         )
 
     def _save_ledger(self, jid: str, ledger: Ledger) -> None:
-        self._ledgers[jid] = ledger
+        self._state.ledgers[jid] = ledger
         try:
             self.store.write_ledger(jid, ledger)
         except OSError as exc:  # the ledger is a convenience; never fail a cycle on it
@@ -779,7 +768,7 @@ class SlurmBackend(ClusterBackend):
 
     def _account(self, job: SlurmJob, ledger: Ledger, now: float) -> None:
         """Fold Slurm's view of the current run into the job's ledger."""
-        if job.state not in _RUNNING_STATES and job.state is not SlurmJobState.SUSPENDED:
+        if job.state not in RUNNING_STATES and job.state is not SlurmJobState.SUSPENDED:
             return
         ledger, changed = self._with_run(ledger, job, now)
         if ledger.first_start_s is None:
@@ -788,16 +777,16 @@ class SlurmBackend(ClusterBackend):
         if changed:
             self._save_ledger(job.job_id, ledger)
         else:
-            self._ledgers[job.job_id] = ledger
+            self._state.ledgers[job.job_id] = ledger
 
     def _finish(self, job: SlurmJob, now: float) -> None:
         jid = job.job_id
-        ledger = self._ledgers.get(jid) or self.store.read_ledger(jid)
+        ledger = self._state.ledgers.get(jid) or self.store.read_ledger(jid)
         if ledger is None:
             try:
                 ledger = Ledger(spec=self._spec(job))
             except _Unmanageable:
-                self._done.add(jid)
+                self._state.done.add(jid)
                 return
         last_run = job.executed_s(now)  # final: end - start - suspended time of the last run
         if job.start_time_s != ledger.run_key:
@@ -812,7 +801,7 @@ class SlurmBackend(ClusterBackend):
         self._record_completion(
             jid, ledger, finish, last_run, restarts=max(0, job.restart_cnt - ledger.moves)
         )
-        self._done.add(jid)
+        self._state.done.add(jid)
 
     def _record_completion(
         self,
@@ -823,7 +812,7 @@ class SlurmBackend(ClusterBackend):
         restarts: int | None = None,
     ) -> None:
         first = ledger.first_start_s if ledger.first_start_s is not None else finish_s
-        self._completed.append(
+        self._state.completed.append(
             CompletedJob(
                 spec=ledger.spec,
                 first_start_s=first,
@@ -832,9 +821,9 @@ class SlurmBackend(ClusterBackend):
                 preemptions=restarts or 0,
             )
         )
-        self._ledgers.pop(jid, None)
-        self._settings.pop(jid, None)
-        self._progress_cache.pop(jid, None)
+        self._state.ledgers.pop(jid, None)
+        self._state.settings.pop(jid, None)
+        self._state.progress_cache.pop(jid, None)
         self.renewed_at.pop(jid, None)
         log.info("job %s finished at %.0f", jid, finish_s)
 
@@ -843,17 +832,17 @@ class SlurmBackend(ClusterBackend):
         run_after: list[tuple[int, tuple[Stage, ...]]] = []
         after_ids: list[str] = []
         unstart: list[str] = []
-        for jid, it in list(self._intents.items()):
-            job = self._slurm.get(jid)
+        for jid, it in list(self._state.intents.items()):
+            job = self._state.slurm.get(jid)
             if job is None or job.final:
-                self._intents.pop(jid, None)
+                self._state.intents.pop(jid, None)
                 continue
             if it.phase == "preempting":
-                if job.state in _PENDING_STATES and job.restart_cnt >= it.min_restarts:
-                    self._intents.pop(jid)
+                if job.state in PENDING_STATES and job.restart_cnt >= it.min_restarts:
+                    self._state.intents.pop(jid)
             elif it.phase == "requeueing":
                 if (
-                    job.state in _PENDING_STATES
+                    job.state in PENDING_STATES
                     and job.restart_cnt >= it.min_restarts
                     and self._requeue_grace_left(jid, it.placement) <= 0
                 ):
@@ -863,11 +852,11 @@ class SlurmBackend(ClusterBackend):
                     it.warned = True
                     log.warning("job %s: requeue not finished after %.0fs", jid, now - it.since_s)
             elif it.phase == "released":
-                if job.state in _RUNNING_STATES or job.state is SlurmJobState.SUSPENDED:
+                if job.state in RUNNING_STATES or job.state is SlurmJobState.SUSPENDED:
                     if job.restart_cnt >= it.min_restarts:
-                        self._intents.pop(jid)
+                        self._state.intents.pop(jid)
                         self._check_placement(jid, it, job, now)
-                elif job.state in _PENDING_STATES and now - it.since_s > self.start_timeout_s:
+                elif job.state in PENDING_STATES and now - it.since_s > self.start_timeout_s:
                     log.warning(
                         "job %s pinned %.0fs ago on %s but still %s (%s); taking the start back",
                         jid,
@@ -877,17 +866,17 @@ class SlurmBackend(ClusterBackend):
                         job.reason,
                     )
                     self.stats.start_timeouts += 1
-                    self._intents.pop(jid)
+                    self._state.intents.pop(jid)
                     unstart.append(jid)
                     # Slurm disagrees about free GPUs: look at its per-node view for a while
-                    self._sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
+                    self._state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
         if run_after:
             errors = self._execute(run_after)
             for k, jid in enumerate(after_ids):
-                it = self._intents[jid]
+                it = self._state.intents[jid]
                 if errors.get(k):
                     log.error("job %s: re-pin after requeue failed: %s", jid, errors[k])
-                    self._intents.pop(jid)
+                    self._state.intents.pop(jid)
                 else:
                     it.phase = "released"
                     it.since_s = now
@@ -924,11 +913,11 @@ class SlurmBackend(ClusterBackend):
             st = path.stat()
         except OSError:
             return None
-        cached = self._progress_cache.get(jid)
+        cached = self._state.progress_cache.get(jid)
         if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
             return cached[2]
         prog = self.store.read_progress(jid)
-        self._progress_cache[jid] = (st.st_mtime_ns, st.st_size, prog)
+        self._state.progress_cache[jid] = (st.st_mtime_ns, st.st_size, prog)
         return prog
 
     def _build(self, now: float) -> ClusterSnapshot:
@@ -937,10 +926,10 @@ class SlurmBackend(ClusterBackend):
         shard_use: dict[Slot, int] = {}
         exclusive: set[Slot] = set()
         # 1. what Slurm says is held (any partition); jobs with an intent are shown as intended
-        for job in self._slurm.values():
-            if not job.holds_resources or job.job_id in self._intents:
+        for job in self._state.slurm.values():
+            if not job.holds_resources or job.job_id in self._state.intents:
                 continue
-            managed = self._managed(job) and job.job_id in self._ledgers
+            managed = self._state.managed(job) and job.job_id in self._state.ledgers
             owner = job.job_id if managed else FOREIGN
             for a in job.alloc:
                 for g in a.gpus:
@@ -956,7 +945,7 @@ class SlurmBackend(ClusterBackend):
                 holders[slot] = [FOREIGN]
                 exclusive.add(slot)
         # 1c. GPUs of a node's other GPU types (slurm/gres.py: node_gpus): never the scheduler's
-        for n in self._nodes:
+        for n in self._state.nodes:
             for g in n.reserved_gpus:
                 slot = (n.name, g)
                 if slot not in holders:
@@ -965,7 +954,7 @@ class SlurmBackend(ClusterBackend):
         # 2. in-flight intents, remapped to free GPUs where Slurm will put them
         views: dict[str, JobView] = {}
         placements: dict[str, Placement | None] = {}
-        for jid, pend in self._intents.items():
+        for jid, pend in self._state.intents.items():
             if pend.phase == "preempting" or pend.placement is None:
                 placements[jid] = None
                 continue
@@ -975,35 +964,37 @@ class SlurmBackend(ClusterBackend):
                 continue  # shown PENDING: its GPUs are taken after all (see _remap)
             for slot in p.slots():
                 holders.setdefault(slot, []).append(jid)
-                if pend.share or self._is_shard_job(jid):
+                if pend.share or self._state.is_shard_job(jid):
                     shard_use[slot] = shard_use.get(slot, 0) + (
-                        self._shards.share_shards if pend.share else self._shards.start_shards
+                        self._state.shards.share_shards
+                        if pend.share
+                        else self._state.shards.start_shards
                     )
                 else:
                     exclusive.add(slot)
         # 3. one view per managed, unfinished, understood job
-        for jid, ledger in self._ledgers.items():
-            sj = self._slurm.get(jid)
-            if sj is None or sj.final or jid in self._done:
+        for jid, ledger in self._state.ledgers.items():
+            sj = self._state.slurm.get(jid)
+            if sj is None or sj.final or jid in self._state.done:
                 continue
             job = sj
-            it = self._intents.get(jid)
+            it = self._state.intents.get(jid)
             if it is not None:
                 placement = placements.get(jid)
                 if it.phase == "preempting" or placement is None:
                     state, placement = JobState.PENDING, None
                 else:
                     state = JobState.RUNNING
-            elif job.state in _RUNNING_STATES:
+            elif job.state in RUNNING_STATES:
                 state, placement = JobState.RUNNING, self._placement_of(job)
             elif job.state is SlurmJobState.SUSPENDED:
                 state, placement = JobState.SUSPENDED, self._placement_of(job)
-            elif job.state in _PENDING_STATES:
+            elif job.state in PENDING_STATES:
                 state, placement = JobState.PENDING, None
-            elif jid in self._views:  # COMPLETING, SIGNALING...: as last seen, until final
+            elif jid in self._state.views:  # COMPLETING, SIGNALING...: as last seen, until final
                 # Slurm frees a completing job's GPUs at once and may give them to another job:
                 # keep showing the job only while nobody else holds them
-                prev = self._views[jid]
+                prev = self._state.views[jid]
                 state, placement = prev.state, prev.placement
                 slots = list(placement.slots()) if placement is not None else []
                 if any(holders.get(slot) for slot in slots):
@@ -1022,7 +1013,7 @@ class SlurmBackend(ClusterBackend):
                 spec=spec,
                 state=state,
                 placement=placement,
-                settings=self._settings.get(jid, JobSettings()),
+                settings=self._state.settings.get(jid, JobSettings()),
                 first_start_s=ledger.first_start_s
                 if ledger.first_start_s is not None
                 else (now if state is JobState.RUNNING else None),
@@ -1038,10 +1029,10 @@ class SlurmBackend(ClusterBackend):
             key=lambda v: (v.spec.submit_time_s, _id_key(v.job_id)),
         )
         self._check_overlaps(order)
-        self._views = {v.job_id: v for v in order}
-        self._holders = holders
-        self._shard_use = shard_use
-        self._exclusive = exclusive
+        self._state.views = {v.job_id: v for v in order}
+        self._state.holders = holders
+        self._state.shard_use = shard_use
+        self._state.exclusive = exclusive
         return ClusterSnapshot.model_construct(
             now_s=now,
             cluster=cluster,
@@ -1056,8 +1047,8 @@ class SlurmBackend(ClusterBackend):
         for v in views:
             if v.placement is None or v.state is JobState.PENDING:
                 continue
-            shard = self._is_shard_job(v.job_id) or (
-                (it := self._intents.get(v.job_id)) is not None and it.share
+            shard = self._state.is_shard_job(v.job_id) or (
+                (it := self._state.intents.get(v.job_id)) is not None and it.share
             )
             for slot in v.placement.slots():
                 other = seen.get(slot)
@@ -1068,17 +1059,17 @@ class SlurmBackend(ClusterBackend):
                         slot[1],
                         other,
                         v.job_id,
-                        self._slurm.get(other),
-                        self._slurm.get(v.job_id),
-                        self._intents.get(other),
-                        self._intents.get(v.job_id),
+                        self._state.slurm.get(other),
+                        self._state.slurm.get(v.job_id),
+                        self._state.intents.get(other),
+                        self._state.intents.get(v.job_id),
                     )
                 seen[slot] = v.job_id
 
     def _free_map(self) -> dict[str, tuple[int, ...]]:
-        avail = {n.name: n.available for n in self._nodes}
+        avail = {n.name: n.available for n in self._state.nodes}
         return {
-            n.name: tuple(g for g in range(n.num_gpus) if (n.name, g) not in self._holders)
+            n.name: tuple(g for g in range(n.num_gpus) if (n.name, g) not in self._state.holders)
             if avail.get(n.name, False)
             else ()
             for n in self.cluster.nodes
@@ -1101,15 +1092,11 @@ class SlurmBackend(ClusterBackend):
             out[part.node] = free[: len(part.gpus)]
         return Placement.of(out)
 
-    def _is_shard_job(self, jid: str) -> bool:
-        job = self._slurm.get(jid)
-        return job is not None and job.gpu_request.kind == "shard"
-
     # ------------------------------------------------------------------ apply: validation
     def _plan(self, action: Action, now: float) -> Translation:
         jid = action.job_id
-        view = self._views.get(jid)
-        job = self._slurm.get(jid)
+        view = self._state.views.get(jid)
+        job = self._state.slurm.get(jid)
         if view is None or job is None:
             raise ActionRejected(f"job {jid} is not active (unknown, not managed or finished)")
         kind = action.kind
@@ -1138,31 +1125,31 @@ class SlurmBackend(ClusterBackend):
                 begin_now=not (job.held and begin_passed),
                 eligible=begin_passed and not job.held,
             )
-            if kind == "share" and not any(self._holders.get(x) for x in placement.slots()):
+            if kind == "share" and not any(self._state.holders.get(x) for x in placement.slots()):
                 # nobody to share with: start it like a Start, so it takes a whole GPU's shards
                 action = Start(job_id=jid, placement=asked, settings=action.settings)  # type: ignore[union-attr]
-            it = self._intents.get(jid)
-            if job.state not in _PENDING_STATES:
+            it = self._state.intents.get(jid)
+            if job.state not in PENDING_STATES:
                 if it is None or it.phase != "preempting":
                     raise ActionRejected(
                         f"job {jid} is still {job.state} in Slurm (requeue in progress); retry"
                     )
                 # preempted (maybe in this very call) and not requeued yet: re-pin once it is
                 ctx = JobContext(jid, ctx.request, active=False)  # every field
-                tr = translate(action, ctx, self._shards)
+                tr = translate(action, ctx, self._state.shards)
                 return replace(tr, stages=(), after_requeue=tr.stages, expect_placement=placement)
-            return replace(translate(action, ctx, self._shards), expect_placement=placement)
+            return replace(translate(action, ctx, self._state.shards), expect_placement=placement)
         elif kind == "suspend":
             _require(view, JobState.RUNNING, kind)
-            if jid in self._intents:
+            if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
         elif kind == "resume":
             _require(view, JobState.SUSPENDED, kind)
         elif kind == "preempt":
             if state not in (JobState.RUNNING, JobState.SUSPENDED):
                 raise ActionRejected(f"cannot preempt job {jid} in state {state}")
-            it = self._intents.get(jid)
-            if it is not None and it.phase == "released" and job.state in _PENDING_STATES:
+            it = self._state.intents.get(jid)
+            if it is not None and it.phase == "released" and job.state in PENDING_STATES:
                 # pinned but not started yet: take the start back instead
                 return Translation(
                     "preempt",
@@ -1175,13 +1162,13 @@ class SlurmBackend(ClusterBackend):
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
         elif kind == "migrate":
             _require(view, JobState.RUNNING, kind)
-            if jid in self._intents:
+            if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
             self._check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
         elif kind == "reconfigure":
             if state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {jid}; resume first")
-            if jid in self._intents:
+            if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
             self._check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
             if state is JobState.PENDING:
@@ -1192,7 +1179,7 @@ class SlurmBackend(ClusterBackend):
             held=job.held,
             active=state is not JobState.PENDING,
         )
-        return translate(action, ctx, self._shards)
+        return translate(action, ctx, self._state.shards)
 
     @staticmethod
     def _request(job: SlurmJob, spec: JobSpec) -> GpuRequest:
@@ -1204,13 +1191,13 @@ class SlurmBackend(ClusterBackend):
     def _requeue_grace_left(self, jid: str, placement: Placement | None) -> float:
         """Seconds until ``jid`` may be launched on ``placement`` after our requeue of it (0 when
         it may, see :data:`REQUEUE_GRACE_S`)."""
-        entry = self._requeued.get(jid)
+        entry = self._state.requeued.get(jid)
         if entry is None:
             return 0.0
         at, nodes = entry
         left = at + REQUEUE_GRACE_S - self.clock()
         if left <= 0:
-            del self._requeued[jid]
+            del self._state.requeued[jid]
             return 0.0
         if placement is not None and not nodes.intersection(placement.nodes):
             return 0.0
@@ -1219,8 +1206,9 @@ class SlurmBackend(ClusterBackend):
     def _check_requeue_grace(self, jid: str, placement: Placement) -> None:
         left = self._requeue_grace_left(jid, placement)
         if left > 0:
+            nodes = ",".join(sorted(self._state.requeued[jid][1]))
             raise ActionRejected(
-                f"job {jid} was requeued on {','.join(sorted(self._requeued[jid][1]))} just now: "
+                f"job {jid} was requeued on {nodes} just now: "
                 f"slurmd would refuse to launch it there for {left:.1f}s more (credential "
                 "revoked); retry"
             )
@@ -1235,7 +1223,7 @@ class SlurmBackend(ClusterBackend):
                 f"job {jid} asks for {spec.num_gpus} GPU(s), placement has {p.num_gpus}"
             )
         cluster = self.cluster
-        avail = {n.name: n.available for n in self._nodes}
+        avail = {n.name: n.available for n in self._state.nodes}
         own = set(view.placement.slots()) if view.placement is not None else set()
         out: dict[str, list[int]] = {}
         for part in p.parts:
@@ -1255,13 +1243,13 @@ class SlurmBackend(ClusterBackend):
                 slot = (node.name, g)
                 if slot in own:
                     continue
-                holders = self._holders.get(slot, [])
+                holders = self._state.holders.get(slot, [])
                 if holders and not share:
                     raise ActionRejected(
                         f"GPU {node.name}:{g} is held by {','.join(holders)}; "
                         "use Share to co-locate"
                     )
-            if not share or not self._holders.get((node.name, part.gpus[0])):
+            if not share or not self._state.holders.get((node.name, part.gpus[0])):
                 self._check_slurm_view(jid, node.name, part.gpus, own)
             if share:
                 if len(part.gpus) != 1:
@@ -1269,7 +1257,7 @@ class SlurmBackend(ClusterBackend):
                         f"Slurm 22.05 shares one GPU per node; {node.name} has {len(part.gpus)}"
                     )
                 slot = (node.name, part.gpus[0])
-                if self._holders.get(slot):  # joining someone (a Share on a free GPU = Start)
+                if self._state.holders.get(slot):  # joining someone (a Share on a free GPU = Start)
                     out[node.name] = [self._check_share(jid, slot)]
         return Placement.of(out)
 
@@ -1287,7 +1275,7 @@ class SlurmBackend(ClusterBackend):
             return
         free = [g for g in range(self.cluster.by_name[node].num_gpus) if g not in slurm_used]
         for g in free[: len(gpus)]:
-            holders = [h for h in self._holders.get((node, g), []) if (node, g) not in own]
+            holders = [h for h in self._state.holders.get((node, g), []) if (node, g) not in own]
             if holders:
                 raise ActionRejected(
                     f"Slurm counts GPU {node}:{g} as free although {','.join(holders)} still "
@@ -1302,7 +1290,7 @@ class SlurmBackend(ClusterBackend):
         for g in sorted(set(free) | set(ending))[: len(gpus)]:
             if g in ending:
                 raise ActionRejected(
-                    f"GPU {node}:{g} is shared by {','.join(self._holders[(node, g)])} and "
+                    f"GPU {node}:{g} is shared by {','.join(self._state.holders[(node, g)])} and "
                     f"{ending[g]} ends within {SHARD_END_RISK_S:.0f}s: Slurm 22.05 would then "
                     f"count the GPU as free and could give it to job {jid}; retry"
                 )
@@ -1313,8 +1301,8 @@ class SlurmBackend(ClusterBackend):
         now = self.clock()
         out: dict[int, str] = {}
         for g in range(self.cluster.by_name[node].num_gpus):
-            holders = self._holders.get((node, g), [])
-            if len(holders) < 2 or (node, g) in own or (node, g) in self._exclusive:
+            holders = self._state.holders.get((node, g), [])
+            if len(holders) < 2 or (node, g) in own or (node, g) in self._state.exclusive:
                 continue
             ending = self._ending_soon(holders, now)
             if ending is not None:
@@ -1325,7 +1313,7 @@ class SlurmBackend(ClusterBackend):
         """One of ``holders`` expected to end within ``SHARD_END_RISK_S``, by its
         ``duration_s`` hint (a job without one gives no reason to expect its end); or None."""
         for h in holders:
-            view = self._views.get(h)
+            view = self._state.views.get(h)
             if (
                 view is not None
                 and view.spec.attrs.get("duration_source") == "hint"
@@ -1337,10 +1325,10 @@ class SlurmBackend(ClusterBackend):
     def _check_share(self, jid: str, slot: Slot) -> int:
         """The GPU index on ``slot``'s node where Slurm will put a sharing (1-shard) job."""
         node, g = slot
-        holders = self._holders.get(slot, [])
+        holders = self._state.holders.get(slot, [])
         self._shareable(jid, slot, holders)
-        spg = self._shards.shards_per_gpu
-        need = self._shards.share_shards
+        spg = self._state.shards.shards_per_gpu
+        need = self._state.shards.share_shards
         # a GPU whose shard usage Slurm 22.05.8 lost has all its shards free in Slurm's view:
         # the share goes there (and must fit there) even when the GPU is full in reality
         lost = self._slurm_lost_usage(node)
@@ -1348,12 +1336,12 @@ class SlurmBackend(ClusterBackend):
         # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
         for idx in range(self.cluster.by_name[node].num_gpus):
             s = (node, idx)
-            if s in self._exclusive:
+            if s in self._state.exclusive:
                 # Slurm allocates the pins of one moment in its own order: while an exclusive
                 # start below is pinned but not allocated, that GPU is empty in Slurm's view and
                 # this shard would go there (then the exclusive job takes other GPUs, maybe one
                 # whose shard usage Slurm has lost)
-                flying = [h for h in self._holders.get(s, []) if self._in_flight(h)]
+                flying = [h for h in self._state.holders.get(s, []) if self._in_flight(h)]
                 if flying:
                     raise ActionRejected(
                         f"job {','.join(flying)} is pinned to GPU {node}:{idx} but not started "
@@ -1361,12 +1349,12 @@ class SlurmBackend(ClusterBackend):
                     )
                 self._refuse_if_freed_below(jid, s, now)
                 continue
-            if idx not in lost and spg - self._shard_use.get(s, 0) < need:
+            if idx not in lost and spg - self._state.shard_use.get(s, 0) < need:
                 self._refuse_if_freed_below(jid, s, now)
                 continue
             if idx == g:
                 return g
-            other = self._holders.get(s, [])
+            other = self._state.holders.get(s, [])
             if not other:
                 raise ActionRejected(
                     f"Slurm would put job {jid}'s shard on the empty GPU {node}:{idx}, not "
@@ -1385,7 +1373,7 @@ class SlurmBackend(ClusterBackend):
         the integration suite: three 1-shard jobs on one GPU at C = 2; a shard on the GPU an
         exclusive job had just left, which then pushed the next exclusive start onto a shared
         GPU)."""
-        ending = self._ending_soon(self._holders.get(slot, ()), now)
+        ending = self._ending_soon(self._state.holders.get(slot, ()), now)
         if ending is not None:
             node, idx = slot
             raise ActionRejected(
@@ -1396,14 +1384,14 @@ class SlurmBackend(ClusterBackend):
     def _slurm_used(self, node: str) -> set[int] | None:
         """GPU indices of ``node`` that Slurm's fresh per-node view (``sinfo``) counts as used,
         plus those of jobs this backend pinned since (intents); None without a fresh view."""
-        if not self._slurm_view_shards:
+        if not self._state.slurm_view_shards:
             return None
-        snode = self._node_by_name.get(node)
+        snode = self._state.node_by_name.get(node)
         if snode is None:
             return None
         used = set(snode.used_gpus)
         for g in range(snode.num_gpus):
-            if any(h in self._intents for h in self._holders.get((node, g), ())):
+            if any(h in self._state.intents for h in self._state.holders.get((node, g), ())):
                 used.add(g)
         return used
 
@@ -1416,15 +1404,15 @@ class SlurmBackend(ClusterBackend):
         return {
             g
             for g in range(self.cluster.by_name[node].num_gpus)
-            if self._holders.get((node, g)) and g not in used
+            if self._state.holders.get((node, g)) and g not in used
         }
 
     def _in_flight(self, jid: str) -> bool:
         """Pinned by this backend (in this call or before) and not running in Slurm yet."""
-        if jid not in self._intents:
+        if jid not in self._state.intents:
             return False
-        job = self._slurm.get(jid)
-        return job is None or job.state in _PENDING_STATES
+        job = self._state.slurm.get(jid)
+        return job is None or job.state in PENDING_STATES
 
     def _shareable(self, jid: str, slot: Slot, holders: list[str]) -> None:
         node, g = slot
@@ -1432,7 +1420,7 @@ class SlurmBackend(ClusterBackend):
             raise ActionRejected(
                 f"GPU {node}:{g} already holds {len(holders)} job(s) (max {self.max_jobs_per_gpu})"
             )
-        if slot in self._exclusive or FOREIGN in holders:
+        if slot in self._state.exclusive or FOREIGN in holders:
             raise ActionRejected(
                 f"GPU {node}:{g} is held with exclusive gpu GRES (or by a job of another "
                 "partition); Slurm 22.05 can only co-locate shard jobs"
@@ -1442,12 +1430,12 @@ class SlurmBackend(ClusterBackend):
     def _reserve(self, action: Action, tr: Translation, now: float) -> None:
         """Show an accepted action in the current view and the intents (undone on failure)."""
         jid = action.job_id
-        job = self._slurm[jid]
-        view = self._views[jid]
+        job = self._state.slurm[jid]
+        view = self._state.views[jid]
         kind = tr.kind  # a Share on free GPUs is carried out as a Start
         if kind in ("start", "share") and tr.after_requeue:
-            prev = self._intents.get(jid)
-            self._intents[jid] = Intent(
+            prev = self._state.intents.get(jid)
+            self._state.intents[jid] = Intent(
                 jid,
                 kind,
                 "requeueing",
@@ -1470,10 +1458,10 @@ class SlurmBackend(ClusterBackend):
                 min_restarts=job.restart_cnt,
                 share=kind == "share",
             )
-            self._intents[jid] = it
+            self._state.intents[jid] = it
             self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=it.share)
         elif kind in ("migrate", "reconfigure"):
-            self._intents[jid] = Intent(
+            self._state.intents[jid] = Intent(
                 jid,
                 kind,
                 "requeueing",
@@ -1484,10 +1472,12 @@ class SlurmBackend(ClusterBackend):
             )
             self._set_view(view, JobState.RUNNING, tr.expect_placement, now)
         elif kind == "preempt" and UNSTART in tr.notes:
-            self._intents.pop(jid, None)
+            self._state.intents.pop(jid, None)
             self._set_view(view, JobState.PENDING, None, now)
         elif kind == "preempt":
-            self._intents[jid] = Intent(jid, kind, "preempting", None, now, job.restart_cnt + 1)
+            self._state.intents[jid] = Intent(
+                jid, kind, "preempting", None, now, job.restart_cnt + 1
+            )
             self._set_view(view, JobState.PENDING, None, now)
         elif kind == "suspend":
             self._set_view(view, JobState.SUSPENDED, view.placement, now)
@@ -1497,11 +1487,13 @@ class SlurmBackend(ClusterBackend):
     def _finalize(self, action: Action, tr: Translation, now: float) -> None:
         """Bookkeeping of an action Slurm accepted."""
         jid = action.job_id
-        job = self._slurm[jid]
+        job = self._state.slurm[jid]
         kind = tr.kind  # a Share on free GPUs is carried out as a Start
         if kind in ("start", "share", "reconfigure") and tr.settings is not None:
-            self._settings[jid] = tr.settings
-            self._views[jid] = self._views[jid].model_copy(update={"settings": tr.settings})
+            self._state.settings[jid] = tr.settings
+            self._state.views[jid] = self._state.views[jid].model_copy(
+                update={"settings": tr.settings}
+            )
         if kind == "preempt" and UNSTART not in tr.notes:
             self._fold_run(jid, job, now)
         elif kind in ("migrate", "reconfigure") and tr.after_requeue:
@@ -1510,19 +1502,19 @@ class SlurmBackend(ClusterBackend):
     def _rollback(self, undo: _Undo, now: float) -> None:
         """Slurm refused an action: put the job's view and intent back as they were."""
         jid = undo.job_id
-        current = self._views[jid]
+        current = self._state.views[jid]
         old = undo.view
         self._set_view(current, old.state, old.placement, now)
-        self._views[jid] = old
+        self._state.views[jid] = old
         if undo.intent is None:
-            self._intents.pop(jid, None)
+            self._state.intents.pop(jid, None)
         else:
-            self._intents[jid] = undo.intent
+            self._state.intents[jid] = undo.intent
 
     def _fold_run(self, jid: str, job: SlurmJob, now: float, move: bool = False) -> None:
         """Before a requeue: record how long the current run ran (Slurm forgets it), and count
         moves (Migrate/Reconfigure), which Slurm counts as restarts but are no preemptions."""
-        ledger = self._ledgers.get(jid)
+        ledger = self._state.ledgers.get(jid)
         if ledger is None:
             return
         if job.holds_resources:
@@ -1543,28 +1535,32 @@ class SlurmBackend(ClusterBackend):
         old = view.placement if view.state is not JobState.PENDING else None
         if old is not None:
             for slot in old.slots():
-                hs = self._holders.get(slot, [])
+                hs = self._state.holders.get(slot, [])
                 if jid in hs:
                     hs.remove(jid)
                     if not hs:
-                        self._holders.pop(slot, None)
-                        self._exclusive.discard(slot)
-                        self._shard_use.pop(slot, None)
+                        self._state.holders.pop(slot, None)
+                        self._state.exclusive.discard(slot)
+                        self._state.shard_use.pop(slot, None)
         if placement is not None and state is not JobState.PENDING:
-            shard_job = share or self._is_shard_job(jid)
+            shard_job = share or self._state.is_shard_job(jid)
             for slot in placement.slots():
-                self._holders.setdefault(slot, []).append(jid)
+                self._state.holders.setdefault(slot, []).append(jid)
                 if shard_job:
-                    n = self._shards.share_shards if share else self._shards.start_shards
-                    self._shard_use[slot] = self._shard_use.get(slot, 0) + n
+                    n = (
+                        self._state.shards.share_shards
+                        if share
+                        else self._state.shards.start_shards
+                    )
+                    self._state.shard_use[slot] = self._state.shard_use.get(slot, 0) + n
                 else:
-                    self._exclusive.add(slot)
-        self._views[jid] = view.model_copy(
+                    self._state.exclusive.add(slot)
+        self._state.views[jid] = view.model_copy(
             update={
                 "state": state,
                 "placement": placement if state is not JobState.PENDING else None,
                 "accounted_at_s": now,
-                "settings": self._settings.get(jid, view.settings),
+                "settings": self._state.settings.get(jid, view.settings),
                 "first_start_s": view.first_start_s
                 if view.first_start_s is not None or state is not JobState.RUNNING
                 else now,
@@ -1610,7 +1606,7 @@ class SlurmBackend(ClusterBackend):
         """Write the job's settings file before Slurm (re)starts it."""
         if tr.expect_placement is None:
             return
-        view = self._views[action.job_id]
+        view = self._state.views[action.job_id]
         settings = tr.settings if tr.settings is not None else view.settings
         shares = tuple(getattr(action, "with_jobs", ()))
         try:
