@@ -63,6 +63,7 @@ from slurm_sched.model import (
 )
 from slurm_sched.service.lease import Lease
 from slurm_sched.slurm import parse
+from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.hints import (
     HintError,
     duration_from_time_limit,
@@ -267,6 +268,7 @@ class SlurmBackend(ClusterBackend):
             dry_run=dry_run,
             expected={str(j) for j in expect_jobs},
         )
+        self._executor = Executor(self._state)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -366,7 +368,7 @@ class SlurmBackend(ClusterBackend):
         if self.lease is None:
             raise ValueError("this backend has no lease (lease_s=None)")
         ids = list(job_ids)
-        errors = self._execute(
+        errors = self._executor.execute(
             [(k, ((Cmd(("scontrol", *self.lease.renew_argv(j))),),)) for k, j in enumerate(ids)]
         )
         out = {jid: errors.get(k) for k, jid in enumerate(ids)}
@@ -385,7 +387,7 @@ class SlurmBackend(ClusterBackend):
                 stages.append((Cmd(("scontrol", *self.lease.renew_argv(jid))),))
             stages.append((Cmd(("scontrol", "release", jid)),))
             items.append((k, tuple(stages)))
-        errors = self._execute(items)
+        errors = self._executor.execute(items)
         out = {jid: errors.get(k) for k, jid in enumerate(ids)}
         self.stats.released_held += sum(1 for e in out.values() if e is None)
         self._state.jobs_cache = None  # read Slurm again: these jobs changed state
@@ -480,7 +482,7 @@ class SlurmBackend(ClusterBackend):
             commands[len(results)] = tuple(c.text() for c in tr.commands())
             planned.append((len(results), action, tr, undo))
             results.append(None)
-        errors = self._execute([(i, tr.stages) for i, _, tr, _ in planned])
+        errors = self._executor.execute([(i, tr.stages) for i, _, tr, _ in planned])
         failed_jobs: set[str] = set()
         for i, action, _, _ in planned:  # a later action on a job whose earlier one failed
             if errors.get(i) is None and action.job_id in failed_jobs:
@@ -684,7 +686,7 @@ class SlurmBackend(ClusterBackend):
             items.append((k, tuple(stages)))
         if not items:
             return
-        errors = self._execute(items)
+        errors = self._executor.execute(items)
         for k, job in enumerate(jobs):
             if errors.get(k):
                 log.error("could not hand unmanageable job %s to Slurm: %s", job.job_id, errors[k])
@@ -871,7 +873,7 @@ class SlurmBackend(ClusterBackend):
                     # Slurm disagrees about free GPUs: look at its per-node view for a while
                     self._state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
         if run_after:
-            errors = self._execute(run_after)
+            errors = self._executor.execute(run_after)
             for k, jid in enumerate(after_ids):
                 it = self._state.intents[jid]
                 if errors.get(k):
@@ -881,7 +883,7 @@ class SlurmBackend(ClusterBackend):
                     it.phase = "released"
                     it.since_s = now
         if unstart:
-            self._execute([(k, (self._unstart_cmds(j),)) for k, j in enumerate(unstart)])
+            self._executor.execute([(k, (self._unstart_cmds(j),)) for k, j in enumerate(unstart)])
 
     def _unstart_cmds(self, jid: str) -> Stage:
         """Take back the start of a pinned job that has not started: its begin time goes a lease
@@ -1567,40 +1569,6 @@ class SlurmBackend(ClusterBackend):
             }
         )
 
-    # ------------------------------------------------------------------ apply: execution
-    def _execute(self, items: Sequence[tuple[int, tuple[Stage, ...]]]) -> dict[int, str | None]:
-        """Run stage ``s`` of every item as one batch, for s = 0, 1, ...; returns the first
-        error per item (None = all its commands succeeded)."""
-        errors: dict[int, str | None] = {i: None for i, _ in items}
-        depth = max((len(st) for _, st in items), default=0)
-        for s in range(depth):
-            batch: list[tuple[int, Cmd]] = []
-            for i, stages in items:
-                if errors[i] is not None or s >= len(stages):
-                    continue
-                for cmd in stages[s]:
-                    if cmd.is_scontrol:
-                        batch.append((i, cmd))
-                    else:
-                        self.stats.commands += 1
-                        res = self.runner.run_unchecked(list(cmd.argv))
-                        if not res.ok and not cmd.optional:
-                            errors[i] = f"{res.line}: {(res.stderr or res.stdout).strip()}"
-            if not batch:
-                continue
-            self.stats.batches += 1
-            self.stats.commands += len(batch)
-            out = self.runner.run_scontrol_batch([c.argv[1:] for _, c in batch])
-            for (i, cmd), res in zip(batch, out, strict=True):
-                if not res.ok and not cmd.optional and errors[i] is None:
-                    if _is_go(cmd) and "no longer pending" in res.stderr:
-                        # a go whose job already left PENDING: it started on its pin (a go
-                        # re-run after unreadable scontrol output, or a lease that ran out)
-                        log.info("%s: already started", res.line)
-                        continue
-                    errors[i] = f"{res.line}: {res.stderr.strip()}"
-        return errors
-
     # ------------------------------------------------------------------ settings files
     def _write_settings(self, action: Action, tr: Translation) -> None:
         """Write the job's settings file before Slurm (re)starts it."""
@@ -1613,15 +1581,6 @@ class SlurmBackend(ClusterBackend):
             self.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
         except OSError as exc:
             log.warning("cannot write settings of job %s: %s", action.job_id, exc)
-
-
-def _is_go(cmd: Cmd) -> bool:
-    """``scontrol update JobId=X StartTime=now``: the go of a start."""
-    return (
-        len(cmd.argv) == 4
-        and cmd.argv[2].startswith("JobId=")
-        and cmd.argv == start_now_cmd(cmd.argv[2][len("JobId=") :]).argv
-    )
 
 
 @dataclass(frozen=True)
