@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from slurm_sched.backend import ClusterBackend, CompletedJob
-from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
+from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
 from slurm_sched.model import (
     Action,
     ActionResult,
@@ -62,7 +62,6 @@ from slurm_sched.model import (
     Start,
 )
 from slurm_sched.service.lease import Lease
-from slurm_sched.slurm import parse
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.hints import (
     HintError,
@@ -71,6 +70,7 @@ from slurm_sched.slurm.hints import (
     parse_hints,
 )
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
+from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import (
     Ledger,
@@ -93,14 +93,13 @@ from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import (
     Cmd,
     JobContext,
-    ShardConfig,
     Stage,
     TranslateError,
     Translation,
     start_now_cmd,
     translate,
 )
-from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
+from slurm_sched.slurm.version import SlurmVersion
 
 if TYPE_CHECKING:
     from slurm_sched.slurm.cluster import MiniCluster
@@ -127,9 +126,6 @@ _T = TypeVar("_T")
 #: non-startable batch JobId=X: Job credential revoked", the job ends FAILED). Slurm itself
 #: avoids it by setting the begin time 121 s ahead; the scheduler's StartTime=now skips that.
 REQUEUE_GRACE_S = 1.5
-#: After slurmctld did not answer, read sinfo with every fresh squeue for this long (seconds):
-#: its GPU accounting may have leaked (see SlurmBackend._update_phantoms)
-EAGER_SINFO_S = 120.0
 #: A GPU shared by several shard jobs, one of which is expected to end within this many seconds,
 #: is not relied on to stay busy in Slurm's view while a new start is pending: Slurm 22.05.8
 #: drops the whole GPU's shard usage when one of them ends (see SlurmBackend._check_slurm_view)
@@ -137,10 +133,6 @@ SHARD_END_RISK_S = 30.0
 #: Translation note: a Preempt of a job pinned but not started yet takes the start back (its begin
 #: time goes a lease ahead again)
 UNSTART = "unstart"
-
-#: From this release on, ``squeue --json`` lists finished jobs only when asked (``--states=all``)
-#: and ``sinfo --json`` groups alike nodes, so nodes are read from ``scontrol show nodes --json``
-_GROUPED_SINFO = SlurmVersion(23, 2)
 
 
 class ActionRejected(Exception):
@@ -269,6 +261,7 @@ class SlurmBackend(ClusterBackend):
             expected={str(j) for j in expect_jobs},
         )
         self._executor = Executor(self._state)
+        self._query = SlurmQuery(self._state)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -285,39 +278,11 @@ class SlurmBackend(ClusterBackend):
 
     @property
     def cluster(self) -> Cluster:
-        if self._state.cluster is None:
-            self._refresh_nodes(force=True)
-        assert self._state.cluster is not None
-        return self._state.cluster
+        return self._query.cluster
 
     def slurm_version(self) -> SlurmVersion:
-        """The Slurm release of the cluster (``scontrol --version``, asked once).
-
-        Raises:
-            UnsupportedSlurmVersion: a release outside the supported range.
-            SlurmCommandError: ``scontrol --version`` printed no version.
-        """
-        if self._state.version is None:
-            res = self.runner.run(["scontrol", "--version"])
-            version = parse_release(res.stdout)
-            if version is None:
-                raise SlurmCommandError(
-                    ["scontrol", "--version"], res.rc, f"no Slurm version in {res.stdout!r}"
-                )
-            if not version.supported:
-                raise UnsupportedSlurmVersion(version, "scontrol --version")
-            self._state.version = version
-        return self._state.version
-
-    def _jobs_argv(self) -> list[str]:
-        if self.slurm_version() < _GROUPED_SINFO:
-            return ["squeue", "--json"]
-        return ["squeue", "--json", "--states=all"]
-
-    def _nodes_argv(self) -> list[str]:
-        if self.slurm_version() < _GROUPED_SINFO:
-            return ["sinfo", "--json"]
-        return ["scontrol", "show", "nodes", "--json"]
+        """The Slurm release of the cluster, asked once (:meth:`SlurmQuery.slurm_version`)."""
+        return self._query.slurm_version()
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -418,27 +383,12 @@ class SlurmBackend(ClusterBackend):
         try:
             return self._snapshot()
         except BackendUnavailableError:
-            # after an outage Slurm's GPU counts may be off (see _update_phantoms): look closer
+            # after an outage Slurm's GPU counts may be off (see query.py): look closer
             self._state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
             raise
 
     def _snapshot(self) -> ClusterSnapshot:
-        sinfo_before = self._state.sinfo_at
-        cached = self._state.jobs_cache
-        will_query = cached is None or time.monotonic() - cached[0] >= self.min_query_interval_s
-        self._refresh_nodes(force=will_query and time.monotonic() < self._state.sinfo_eager_until)
-        sinfo_first = self._state.sinfo_at != sinfo_before  # sinfo read just before this squeue
-        before = self._state.jobs_cache
-        jobs = self._query_jobs()
-        fresh = self._state.jobs_cache is not before
-        if fresh and sinfo_first:
-            self._update_phantoms(jobs)
-        if fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc):
-            # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
-            self._refresh_nodes(force=True)
-            self._state.slurm_view_shards = True
-        elif fresh:
-            self._state.slurm_view_shards = False
+        jobs, fresh = self._query.read()
         now = self.clock()
         self._reconcile(jobs, now, fresh=fresh)
         snap = self._build(now)
@@ -512,108 +462,6 @@ class SlurmBackend(ClusterBackend):
             results[i] = res
         self.last_commands = [commands.get(i, ()) for i in range(len(results))]
         return [r for r in results if r is not None]
-
-    # ------------------------------------------------------------------ queries
-    def _refresh_nodes(self, force: bool = False) -> None:
-        if not force and time.monotonic() - self._state.sinfo_at < self.sinfo_refresh_s:
-            return
-        argv = self._nodes_argv()
-        data = self._query_json(argv)
-        try:
-            version, nodes = parse.read_nodes(data, " ".join(argv), self.slurm_version())
-        except SlurmJsonError as exc:
-            self._json_failure(exc)
-        managed = [n for n in nodes if self.partitions.intersection(n.partitions)]
-        if not managed:
-            raise ClusterMisreadError(
-                f"no node in the managed partitions {sorted(self.partitions)} "
-                f"({' '.join(argv)}: {len(nodes)} node(s) in all, Slurm {version})"
-            )
-        self._state.nodes = managed
-        self._state.node_by_name = {n.name: n for n in managed}
-        cluster = parse.cluster_from_nodes(managed, self.partitions)
-        if self._state.cluster is None or cluster != self._state.cluster:
-            self._state.cluster = cluster
-        spg = min((n.shards_per_gpu for n in managed if n.num_gpus), default=0)
-        self._state.shards = ShardConfig(spg, self.max_jobs_per_gpu)
-        if self.max_jobs_per_gpu > 1 and spg <= 2 * (self.max_jobs_per_gpu - 1):
-            log.warning(
-                "GPU sharing with %d jobs per GPU needs more than %d shards per GPU; the "
-                "cluster has %d: started jobs may land on shared GPUs",
-                self.max_jobs_per_gpu,
-                2 * (self.max_jobs_per_gpu - 1),
-                spg,
-            )
-        self._state.sinfo_at = time.monotonic()
-
-    def _query_json(self, argv: list[str]) -> dict[str, Any]:
-        import json
-
-        res = self.runner.run(argv)
-        try:
-            data = json.loads(res.stdout)
-        except ValueError as exc:
-            raise SlurmCommandError(argv, res.rc, f"invalid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise SlurmCommandError(argv, res.rc, "JSON output is not an object")
-        return data
-
-    def _json_failure(self, exc: SlurmJsonError) -> None:
-        if isinstance(exc, ClusterMisreadError):  # a garbled document, not a controller down
-            raise exc
-        if not self.runner.controller_up():
-            raise BackendUnavailableError(f"{exc} (scontrol ping: DOWN)") from exc
-        raise exc
-
-    def _query_jobs(self) -> list[SlurmJob]:
-        t0 = time.monotonic()
-        cached = self._state.jobs_cache
-        if cached is not None and t0 - cached[0] < self.min_query_interval_s:
-            return cached[1]
-        argv = self._jobs_argv()
-        data = self._query_json(argv)
-        try:
-            _, jobs = parse.read_jobs(data, " ".join(argv), self.slurm_version())
-        except SlurmJsonError as exc:
-            self._json_failure(exc)
-        t1 = time.monotonic()
-        self.stats.squeue_s += t1 - t0
-        self.stats.squeue_calls += 1
-        self._state.jobs_cache = (t1, jobs)
-        return jobs
-
-    def _update_phantoms(self, jobs: list[SlurmJob]) -> None:
-        """GPUs that Slurm counts as used (``sinfo`` ``gres_used`` indices) although no job
-        holds them, seen in two fresh (sinfo, squeue) pairs in a row.
-
-        Slurm 22.05.8 can leak GPU accounting when jobs end while slurmctld is down (seen in the
-        fault test: nodes idle, ``gres_used`` ``gpu:a100:2(IDX:0-1)``, a 4-GPU job pinned there
-        pending on Resources for ever). Slurm will not hand such a GPU out, so offering it to
-        the policy would make it pin jobs where they never start. Two looks are needed because
-        one pair can see a job that ended between the two queries (sinfo is read first, so a job
-        that started in between is seen holding its GPUs). ``scontrol reconfigure`` clears
-        the leak.
-        """
-        held: set[Slot] = set()
-        for job in jobs:
-            if job.holds_resources:
-                held.update((a.node, g) for a in job.alloc for g in a.gpus)
-        # sinfo was read before this squeue: a job that started in between is in ``held``
-        candidates = frozenset(
-            (n.name, g) for n in self._state.nodes for g in n.used_gpus if (n.name, g) not in held
-        )
-        confirmed = candidates & self._state.phantom_seen
-        for node, g in sorted(confirmed - self.phantom_gpus):
-            log.error(
-                "Slurm counts GPU %s:%d as used but no job holds it (GPU accounting leak of "
-                "Slurm 22.05 after a slurmctld restart); not using it. Fix: scontrol reconfigure",
-                node,
-                g,
-            )
-        for node, g in sorted(self.phantom_gpus - confirmed):
-            log.info("GPU %s:%d is usable again", node, g)
-        self._state.phantom_seen = candidates
-        self.phantom_gpus = confirmed
 
     # ------------------------------------------------------------------ reconcile
     def _reconcile(self, jobs: list[SlurmJob], now: float, fresh: bool = True) -> None:
@@ -727,7 +575,7 @@ class SlurmBackend(ClusterBackend):
             hints = parse_hints(job.comment, source=f"job {job.job_id}")
         except HintError as exc:
             raise _Unmanageable(str(exc)) from exc
-        cluster = self.cluster
+        cluster = self._query.cluster
         gpu_type = req.gpu_type
         if gpu_type is None and job.features in cluster.gpu_types:
             gpu_type = job.features
@@ -923,7 +771,7 @@ class SlurmBackend(ClusterBackend):
         return prog
 
     def _build(self, now: float) -> ClusterSnapshot:
-        cluster = self.cluster
+        cluster = self._query.cluster
         holders: dict[Slot, list[str]] = {}
         shard_use: dict[Slot, int] = {}
         exclusive: set[Slot] = set()
@@ -1074,7 +922,7 @@ class SlurmBackend(ClusterBackend):
             n.name: tuple(g for g in range(n.num_gpus) if (n.name, g) not in self._state.holders)
             if avail.get(n.name, False)
             else ()
-            for n in self.cluster.nodes
+            for n in self._query.cluster.nodes
         }
 
     def _remap(
@@ -1224,7 +1072,7 @@ class SlurmBackend(ClusterBackend):
             raise ActionRejected(
                 f"job {jid} asks for {spec.num_gpus} GPU(s), placement has {p.num_gpus}"
             )
-        cluster = self.cluster
+        cluster = self._query.cluster
         avail = {n.name: n.available for n in self._state.nodes}
         own = set(view.placement.slots()) if view.placement is not None else set()
         out: dict[str, list[int]] = {}
@@ -1275,7 +1123,7 @@ class SlurmBackend(ClusterBackend):
         slurm_used = self._slurm_used(node)
         if slurm_used is None:
             return
-        free = [g for g in range(self.cluster.by_name[node].num_gpus) if g not in slurm_used]
+        free = [g for g in range(self._query.cluster.by_name[node].num_gpus) if g not in slurm_used]
         for g in free[: len(gpus)]:
             holders = [h for h in self._state.holders.get((node, g), []) if (node, g) not in own]
             if holders:
@@ -1302,7 +1150,7 @@ class SlurmBackend(ClusterBackend):
         ``duration_s`` hint; a job without one gives no reason to expect its end)."""
         now = self.clock()
         out: dict[int, str] = {}
-        for g in range(self.cluster.by_name[node].num_gpus):
+        for g in range(self._query.cluster.by_name[node].num_gpus):
             holders = self._state.holders.get((node, g), [])
             if len(holders) < 2 or (node, g) in own or (node, g) in self._state.exclusive:
                 continue
@@ -1336,7 +1184,7 @@ class SlurmBackend(ClusterBackend):
         lost = self._slurm_lost_usage(node)
         now = self.clock()
         # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
-        for idx in range(self.cluster.by_name[node].num_gpus):
+        for idx in range(self._query.cluster.by_name[node].num_gpus):
             s = (node, idx)
             if s in self._state.exclusive:
                 # Slurm allocates the pins of one moment in its own order: while an exclusive
@@ -1405,7 +1253,7 @@ class SlurmBackend(ClusterBackend):
             return set()
         return {
             g
-            for g in range(self.cluster.by_name[node].num_gpus)
+            for g in range(self._query.cluster.by_name[node].num_gpus)
             if self._state.holders.get((node, g)) and g not in used
         }
 

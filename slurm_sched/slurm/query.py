@@ -1,0 +1,204 @@
+"""The read side of the Slurm backend: what Slurm says about jobs and nodes.
+
+Contract: :class:`SlurmQuery` asks ``scontrol --version`` once and runs the job and node queries
+of that release (``squeue --json`` and ``sinfo --json`` up to 22.05; ``squeue --json
+--states=all`` and ``scontrol show nodes --json`` from 23.02), parses them (``parse.py``), keeps
+the nodes of the managed partitions, the :class:`~slurm_sched.model.Cluster` and the shard
+configuration in the shared state, reuses the job list for ``min_query_interval_s`` and the
+node list for ``sinfo_refresh_s``, and finds phantom GPUs (used in Slurm's count, held by no
+job). It runs only read-only commands and never changes the backend's view of jobs: the
+snapshot is built by ``view.py``, jobs are folded into the ledgers by ``ledgers.py``.
+
+Raises :class:`~slurm_sched.errors.BackendUnavailableError` when slurmctld does not answer (a
+failed query is confirmed with ``scontrol ping``), ``ClusterMisreadError`` for a garbled
+document or no node in the managed partitions, ``SlurmCommandError`` / ``SlurmJsonError`` for
+other failed queries, ``UnsupportedSlurmVersion`` for a release outside the supported range.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
+from slurm_sched.model import Cluster
+from slurm_sched.slurm import parse
+from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.shared import BackendState, Slot, log
+from slurm_sched.slurm.translate import ShardConfig
+from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
+
+#: After slurmctld did not answer, read sinfo with every fresh squeue for this long (seconds):
+#: its GPU accounting may have leaked (see SlurmQuery._update_phantoms)
+EAGER_SINFO_S = 120.0
+#: From this release on, ``squeue --json`` lists finished jobs only when asked (``--states=all``)
+#: and ``sinfo --json`` groups alike nodes, so nodes are read from ``scontrol show nodes --json``
+_GROUPED_SINFO = SlurmVersion(23, 2)
+
+
+class SlurmQuery:
+    """Reads Slurm (see the module docstring)."""
+
+    def __init__(self, state: BackendState) -> None:
+        self.state = state
+
+    @property
+    def cluster(self) -> Cluster:
+        if self.state.cluster is None:
+            self._refresh_nodes(force=True)
+        assert self.state.cluster is not None
+        return self.state.cluster
+
+    def slurm_version(self) -> SlurmVersion:
+        """The Slurm release of the cluster (``scontrol --version``, asked once).
+
+        Raises:
+            UnsupportedSlurmVersion: a release outside the supported range.
+            SlurmCommandError: ``scontrol --version`` printed no version.
+        """
+        if self.state.version is None:
+            res = self.state.runner.run(["scontrol", "--version"])
+            version = parse_release(res.stdout)
+            if version is None:
+                raise SlurmCommandError(
+                    ["scontrol", "--version"], res.rc, f"no Slurm version in {res.stdout!r}"
+                )
+            if not version.supported:
+                raise UnsupportedSlurmVersion(version, "scontrol --version")
+            self.state.version = version
+        return self.state.version
+
+    def read(self) -> tuple[list[SlurmJob], bool]:
+        """Slurm's job list and whether it is fresh (not a reused ``squeue`` output): the nodes
+        are read first when due (with every fresh squeue while eager), phantom GPUs are looked
+        for on a fresh (sinfo, squeue) pair, and the nodes are read again while shard jobs run."""
+        sinfo_before = self.state.sinfo_at
+        cached = self.state.jobs_cache
+        will_query = (
+            cached is None or time.monotonic() - cached[0] >= self.state.min_query_interval_s
+        )
+        self._refresh_nodes(force=will_query and time.monotonic() < self.state.sinfo_eager_until)
+        sinfo_first = self.state.sinfo_at != sinfo_before  # sinfo read just before this squeue
+        before = self.state.jobs_cache
+        jobs = self._query_jobs()
+        fresh = self.state.jobs_cache is not before
+        if fresh and sinfo_first:
+            self._update_phantoms(jobs)
+        if fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc):
+            # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
+            self._refresh_nodes(force=True)
+            self.state.slurm_view_shards = True
+        elif fresh:
+            self.state.slurm_view_shards = False
+        return jobs, fresh
+
+    def _jobs_argv(self) -> list[str]:
+        if self.slurm_version() < _GROUPED_SINFO:
+            return ["squeue", "--json"]
+        return ["squeue", "--json", "--states=all"]
+
+    def _nodes_argv(self) -> list[str]:
+        if self.slurm_version() < _GROUPED_SINFO:
+            return ["sinfo", "--json"]
+        return ["scontrol", "show", "nodes", "--json"]
+
+    def _refresh_nodes(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self.state.sinfo_at < self.state.sinfo_refresh_s:
+            return
+        argv = self._nodes_argv()
+        data = self._query_json(argv)
+        try:
+            version, nodes = parse.read_nodes(data, " ".join(argv), self.slurm_version())
+        except SlurmJsonError as exc:
+            self._json_failure(exc)
+        managed = [n for n in nodes if self.state.partitions.intersection(n.partitions)]
+        if not managed:
+            raise ClusterMisreadError(
+                f"no node in the managed partitions {sorted(self.state.partitions)} "
+                f"({' '.join(argv)}: {len(nodes)} node(s) in all, Slurm {version})"
+            )
+        self.state.nodes = managed
+        self.state.node_by_name = {n.name: n for n in managed}
+        cluster = parse.cluster_from_nodes(managed, self.state.partitions)
+        if self.state.cluster is None or cluster != self.state.cluster:
+            self.state.cluster = cluster
+        spg = min((n.shards_per_gpu for n in managed if n.num_gpus), default=0)
+        self.state.shards = ShardConfig(spg, self.state.max_jobs_per_gpu)
+        if self.state.max_jobs_per_gpu > 1 and spg <= 2 * (self.state.max_jobs_per_gpu - 1):
+            log.warning(
+                "GPU sharing with %d jobs per GPU needs more than %d shards per GPU; the "
+                "cluster has %d: started jobs may land on shared GPUs",
+                self.state.max_jobs_per_gpu,
+                2 * (self.state.max_jobs_per_gpu - 1),
+                spg,
+            )
+        self.state.sinfo_at = time.monotonic()
+
+    def _query_json(self, argv: list[str]) -> dict[str, Any]:
+        import json
+
+        res = self.state.runner.run(argv)
+        try:
+            data = json.loads(res.stdout)
+        except ValueError as exc:
+            raise SlurmCommandError(argv, res.rc, f"invalid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SlurmCommandError(argv, res.rc, "JSON output is not an object")
+        return data
+
+    def _json_failure(self, exc: SlurmJsonError) -> None:
+        if isinstance(exc, ClusterMisreadError):  # a garbled document, not a controller down
+            raise exc
+        if not self.state.runner.controller_up():
+            raise BackendUnavailableError(f"{exc} (scontrol ping: DOWN)") from exc
+        raise exc
+
+    def _query_jobs(self) -> list[SlurmJob]:
+        t0 = time.monotonic()
+        cached = self.state.jobs_cache
+        if cached is not None and t0 - cached[0] < self.state.min_query_interval_s:
+            return cached[1]
+        argv = self._jobs_argv()
+        data = self._query_json(argv)
+        try:
+            _, jobs = parse.read_jobs(data, " ".join(argv), self.slurm_version())
+        except SlurmJsonError as exc:
+            self._json_failure(exc)
+        t1 = time.monotonic()
+        self.state.stats.squeue_s += t1 - t0
+        self.state.stats.squeue_calls += 1
+        self.state.jobs_cache = (t1, jobs)
+        return jobs
+
+    def _update_phantoms(self, jobs: list[SlurmJob]) -> None:
+        """GPUs that Slurm counts as used (``sinfo`` ``gres_used`` indices) although no job
+        holds them, seen in two fresh (sinfo, squeue) pairs in a row.
+
+        Slurm 22.05.8 can leak GPU accounting when jobs end while slurmctld is down (seen in the
+        fault test: nodes idle, ``gres_used`` ``gpu:a100:2(IDX:0-1)``, a 4-GPU job pinned there
+        pending on Resources for ever). Slurm will not hand such a GPU out, so offering it to
+        the policy would make it pin jobs where they never start. Two looks are needed because
+        one pair can see a job that ended between the two queries (sinfo is read first, so a job
+        that started in between is seen holding its GPUs). ``scontrol reconfigure`` clears
+        the leak.
+        """
+        held: set[Slot] = set()
+        for job in jobs:
+            if job.holds_resources:
+                held.update((a.node, g) for a in job.alloc for g in a.gpus)
+        # sinfo was read before this squeue: a job that started in between is in ``held``
+        candidates = frozenset(
+            (n.name, g) for n in self.state.nodes for g in n.used_gpus if (n.name, g) not in held
+        )
+        confirmed = candidates & self.state.phantom_seen
+        for node, g in sorted(confirmed - self.state.phantom_gpus):
+            log.error(
+                "Slurm counts GPU %s:%d as used but no job holds it (GPU accounting leak of "
+                "Slurm 22.05 after a slurmctld restart); not using it. Fix: scontrol reconfigure",
+                node,
+                g,
+            )
+        for node, g in sorted(self.state.phantom_gpus - confirmed):
+            log.info("GPU %s:%d is usable again", node, g)
+        self.state.phantom_seen = candidates
+        self.state.phantom_gpus = confirmed
