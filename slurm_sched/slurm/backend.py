@@ -54,7 +54,6 @@ from slurm_sched.model import (
     ActionResult,
     Cluster,
     ClusterSnapshot,
-    JobSettings,
     JobSpec,
     JobState,
     JobView,
@@ -74,10 +73,7 @@ from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import (
     Ledger,
-    Progress,
     SettingsStore,
-    progress_rate,
-    work_done_s,
 )
 from slurm_sched.slurm.shared import (
     FOREIGN,
@@ -100,6 +96,7 @@ from slurm_sched.slurm.translate import (
     translate,
 )
 from slurm_sched.slurm.version import SlurmVersion
+from slurm_sched.slurm.view import ViewBuilder, placement_of
 
 if TYPE_CHECKING:
     from slurm_sched.slurm.cluster import MiniCluster
@@ -262,6 +259,7 @@ class SlurmBackend(ClusterBackend):
         )
         self._executor = Executor(self._state)
         self._query = SlurmQuery(self._state)
+        self._view = ViewBuilder(self._state, self._query)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -391,7 +389,7 @@ class SlurmBackend(ClusterBackend):
         jobs, fresh = self._query.read()
         now = self.clock()
         self._reconcile(jobs, now, fresh=fresh)
-        snap = self._build(now)
+        snap = self._view.build(now)
         self._state.last = snap
         self.stats.snapshots += 1
         return snap
@@ -741,7 +739,7 @@ class SlurmBackend(ClusterBackend):
         return (Cmd(("scontrol", "hold", jid)),)
 
     def _check_placement(self, jid: str, it: Intent, job: SlurmJob, now: float) -> None:
-        actual = self._placement_of(job)
+        actual = placement_of(job)
         asked = it.placement
         if asked is None or actual is None or actual.as_dict == asked.as_dict:
             return
@@ -750,197 +748,6 @@ class SlurmBackend(ClusterBackend):
             log.error("job %s runs on %s, asked %s", jid, actual, asked)
         else:
             log.info("job %s: Slurm chose GPUs %s (asked %s)", jid, actual, asked)
-
-    # ------------------------------------------------------------------ views
-    @staticmethod
-    def _placement_of(job: SlurmJob) -> Placement | None:
-        slots = job.gpu_slots()
-        return Placement.of(slots) if slots else None
-
-    def _progress(self, jid: str) -> Progress | None:
-        path = self.store.progress_path(jid)
-        try:
-            st = path.stat()
-        except OSError:
-            return None
-        cached = self._state.progress_cache.get(jid)
-        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_size:
-            return cached[2]
-        prog = self.store.read_progress(jid)
-        self._state.progress_cache[jid] = (st.st_mtime_ns, st.st_size, prog)
-        return prog
-
-    def _build(self, now: float) -> ClusterSnapshot:
-        cluster = self._query.cluster
-        holders: dict[Slot, list[str]] = {}
-        shard_use: dict[Slot, int] = {}
-        exclusive: set[Slot] = set()
-        # 1. what Slurm says is held (any partition); jobs with an intent are shown as intended
-        for job in self._state.slurm.values():
-            if not job.holds_resources or job.job_id in self._state.intents:
-                continue
-            managed = self._state.managed(job) and job.job_id in self._state.ledgers
-            owner = job.job_id if managed else FOREIGN
-            for a in job.alloc:
-                for g in a.gpus:
-                    slot = (a.node, g)
-                    holders.setdefault(slot, []).append(owner)
-                    if a.shards:
-                        shard_use[slot] = shard_use.get(slot, 0) + a.shards
-                    else:
-                        exclusive.add(slot)
-        # 1b. GPUs Slurm will not hand out although nobody holds them (accounting leak)
-        for slot in self.phantom_gpus:
-            if slot not in holders:
-                holders[slot] = [FOREIGN]
-                exclusive.add(slot)
-        # 1c. GPUs of a node's other GPU types (slurm/gres.py: node_gpus): never the scheduler's
-        for n in self._state.nodes:
-            for g in n.reserved_gpus:
-                slot = (n.name, g)
-                if slot not in holders:
-                    holders[slot] = [FOREIGN]
-                    exclusive.add(slot)
-        # 2. in-flight intents, remapped to free GPUs where Slurm will put them
-        views: dict[str, JobView] = {}
-        placements: dict[str, Placement | None] = {}
-        for jid, pend in self._state.intents.items():
-            if pend.phase == "preempting" or pend.placement is None:
-                placements[jid] = None
-                continue
-            p = pend.placement if pend.share else self._remap(pend.placement, holders, cluster)
-            placements[jid] = p
-            if p is None:
-                continue  # shown PENDING: its GPUs are taken after all (see _remap)
-            for slot in p.slots():
-                holders.setdefault(slot, []).append(jid)
-                if pend.share or self._state.is_shard_job(jid):
-                    shard_use[slot] = shard_use.get(slot, 0) + (
-                        self._state.shards.share_shards
-                        if pend.share
-                        else self._state.shards.start_shards
-                    )
-                else:
-                    exclusive.add(slot)
-        # 3. one view per managed, unfinished, understood job
-        for jid, ledger in self._state.ledgers.items():
-            sj = self._state.slurm.get(jid)
-            if sj is None or sj.final or jid in self._state.done:
-                continue
-            job = sj
-            it = self._state.intents.get(jid)
-            if it is not None:
-                placement = placements.get(jid)
-                if it.phase == "preempting" or placement is None:
-                    state, placement = JobState.PENDING, None
-                else:
-                    state = JobState.RUNNING
-            elif job.state in RUNNING_STATES:
-                state, placement = JobState.RUNNING, self._placement_of(job)
-            elif job.state is SlurmJobState.SUSPENDED:
-                state, placement = JobState.SUSPENDED, self._placement_of(job)
-            elif job.state in PENDING_STATES:
-                state, placement = JobState.PENDING, None
-            elif jid in self._state.views:  # COMPLETING, SIGNALING...: as last seen, until final
-                # Slurm frees a completing job's GPUs at once and may give them to another job:
-                # keep showing the job only while nobody else holds them
-                prev = self._state.views[jid]
-                state, placement = prev.state, prev.placement
-                slots = list(placement.slots()) if placement is not None else []
-                if any(holders.get(slot) for slot in slots):
-                    continue
-                for slot in slots:
-                    holders[slot] = [jid]
-                    exclusive.add(slot)
-            else:
-                continue
-            if state is not JobState.PENDING and placement is None:
-                continue  # running without GPUs we can see: nothing to decide about
-            spec = ledger.spec
-            executed = ledger.earlier_runs_s + ledger.run_executed_s
-            prog = self._progress(jid)
-            views[jid] = JobView.model_construct(
-                spec=spec,
-                state=state,
-                placement=placement,
-                settings=self._state.settings.get(jid, JobSettings()),
-                first_start_s=ledger.first_start_s
-                if ledger.first_start_s is not None
-                else (now if state is JobState.RUNNING else None),
-                accounted_at_s=now,
-                executed_s=executed,
-                work_done_s=work_done_s(spec, prog, executed),
-                rate=progress_rate(spec, prog) if state is JobState.RUNNING else 0.0,
-                stall_until_s=0.0,
-                preemptions=max(0, job.restart_cnt - ledger.moves),
-            )
-        order = sorted(
-            views.values(),
-            key=lambda v: (v.spec.submit_time_s, _id_key(v.job_id)),
-        )
-        self._check_overlaps(order)
-        self._state.views = {v.job_id: v for v in order}
-        self._state.holders = holders
-        self._state.shard_use = shard_use
-        self._state.exclusive = exclusive
-        return ClusterSnapshot.model_construct(
-            now_s=now,
-            cluster=cluster,
-            jobs=tuple(order),
-            known_free_gpus=self._free_map(),
-            known_pending=tuple(v for v in order if v.state is JobState.PENDING),
-        )
-
-    def _check_overlaps(self, views: Sequence[JobView]) -> None:
-        """Log (never raise) when two exclusive jobs claim one GPU in the view: a bug here."""
-        seen: dict[Slot, str] = {}
-        for v in views:
-            if v.placement is None or v.state is JobState.PENDING:
-                continue
-            shard = self._state.is_shard_job(v.job_id) or (
-                (it := self._state.intents.get(v.job_id)) is not None and it.share
-            )
-            for slot in v.placement.slots():
-                other = seen.get(slot)
-                if other is not None and not shard:
-                    log.error(
-                        "GPU %s:%d shown for jobs %s and %s (slurm: %s / %s; intents: %s / %s)",
-                        slot[0],
-                        slot[1],
-                        other,
-                        v.job_id,
-                        self._state.slurm.get(other),
-                        self._state.slurm.get(v.job_id),
-                        self._state.intents.get(other),
-                        self._state.intents.get(v.job_id),
-                    )
-                seen[slot] = v.job_id
-
-    def _free_map(self) -> dict[str, tuple[int, ...]]:
-        avail = {n.name: n.available for n in self._state.nodes}
-        return {
-            n.name: tuple(g for g in range(n.num_gpus) if (n.name, g) not in self._state.holders)
-            if avail.get(n.name, False)
-            else ()
-            for n in self._query.cluster.nodes
-        }
-
-    def _remap(
-        self, asked: Placement, holders: dict[Slot, list[str]], cluster: Cluster
-    ) -> Placement | None:
-        """Where Slurm will put a released job: the asked GPUs if free, else the lowest free;
-        None if a node has not enough free GPUs (the job waits in Slurm)."""
-        out: dict[str, list[int]] = {}
-        for part in asked.parts:
-            node = cluster.by_name.get(part.node)
-            if node is None or all((part.node, g) not in holders for g in part.gpus):
-                out[part.node] = list(part.gpus)
-                continue
-            free = [g for g in range(node.num_gpus) if (part.node, g) not in holders]
-            if len(free) < len(part.gpus):
-                return None  # Slurm cannot start it now: its GPUs are taken after all
-            out[part.node] = free[: len(part.gpus)]
-        return Placement.of(out)
 
     # ------------------------------------------------------------------ apply: validation
     def _plan(self, action: Action, now: float) -> Translation:
@@ -1445,7 +1252,3 @@ class _Unmanageable(Exception):
 def _require(view: JobView, state: JobState, kind: str) -> None:
     if view.state is not state:
         raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
-
-
-def _id_key(job_id: str) -> tuple[int, str]:
-    return (int(job_id), "") if job_id.isdigit() else (1 << 62, job_id)
