@@ -68,6 +68,7 @@ from slurm_sched.slurm.hints import (
     hints_to_jobspec,
     parse_hints,
 )
+from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
@@ -260,6 +261,7 @@ class SlurmBackend(ClusterBackend):
         self._executor = Executor(self._state)
         self._query = SlurmQuery(self._state)
         self._view = ViewBuilder(self._state, self._query)
+        self._leases = Leases(self._state, self._executor)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -304,69 +306,22 @@ class SlurmBackend(ClusterBackend):
         return list(runner.recorded) if isinstance(runner, DryRunRunner) else []
 
     def held_jobs(self) -> list[str]:
-        """Managed jobs this backend schedules that Slurm shows held (priority 0): an older
-        plugin's submit hold, a ``requeuehold``, an admin's ``hold``. As of the last snapshot."""
-        return [
-            jid
-            for jid, job in self._state.slurm.items()
-            if jid in self._state.ledgers and jid not in self._state.done and job.held
-        ]
+        """Managed jobs that Slurm shows held, as of the last snapshot (:class:`Leases`)."""
+        return self._leases.held_jobs()
 
     def pending_jobs(self) -> list[str]:
-        """Managed jobs this backend schedules that Slurm shows pending and not held, with no
-        work of this backend in flight. As of the last snapshot."""
-        return [
-            jid
-            for jid, job in self._state.slurm.items()
-            if jid in self._state.ledgers
-            and jid not in self._state.done
-            and jid not in self._state.intents
-            and job.state in PENDING_STATES
-            and not job.held
-        ]
+        """Managed jobs pending in Slurm, not held, with no work in flight (:class:`Leases`)."""
+        return self._leases.pending_jobs()
 
     def renew_leases(self, job_ids: Iterable[str]) -> dict[str, str | None]:
-        """Give each job a fresh lease now (``StartTime=now+lease_s``), in one batch; returns
-        the error per job (None = renewed). Raises only BackendUnavailableError."""
-        if self.lease is None:
-            raise ValueError("this backend has no lease (lease_s=None)")
-        ids = list(job_ids)
-        errors = self._executor.execute(
-            [(k, ((Cmd(("scontrol", *self.lease.renew_argv(j))),),)) for k, j in enumerate(ids)]
-        )
-        out = {jid: errors.get(k) for k, jid in enumerate(ids)}
-        self._count_renewals(out)
-        return out
+        """Give each job a fresh lease now, in one batch; the error per job (None = renewed).
+        Raises only BackendUnavailableError (ValueError without a lease)."""
+        return self._leases.renew_leases(job_ids)
 
     def release_held(self, job_ids: Iterable[str]) -> dict[str, str | None]:
-        """Release held jobs under a fresh lease (``StartTime=now+lease_s``, then ``release``),
-        so that Slurm does not start them before the scheduler decides; returns the error per
-        job (None = released). Raises only BackendUnavailableError."""
-        ids = list(job_ids)
-        items: list[tuple[int, tuple[Stage, ...]]] = []
-        for k, jid in enumerate(ids):
-            stages: list[Stage] = []
-            if self.lease is not None:
-                stages.append((Cmd(("scontrol", *self.lease.renew_argv(jid))),))
-            stages.append((Cmd(("scontrol", "release", jid)),))
-            items.append((k, tuple(stages)))
-        errors = self._executor.execute(items)
-        out = {jid: errors.get(k) for k, jid in enumerate(ids)}
-        self.stats.released_held += sum(1 for e in out.values() if e is None)
-        self._state.jobs_cache = None  # read Slurm again: these jobs changed state
-        return out
-
-    def _count_renewals(self, errors: dict[str, str | None]) -> None:
-        if self.dry_run:
-            return  # nothing was renewed
-        now = self.clock()
-        for jid, err in errors.items():
-            if err is None:
-                self.stats.lease_renewals += 1
-                self.renewed_at[jid] = now
-            else:
-                self.stats.lease_failures += 1
-                log.warning("job %s: lease renewal failed: %s", jid, err)
+        """Release held jobs under a fresh lease; the error per job (None = released).
+        Raises only BackendUnavailableError."""
+        return self._leases.release_held(job_ids)
 
     # ------------------------------------------------------------------ ClusterBackend
     def finished(self) -> bool:
@@ -518,7 +473,7 @@ class SlurmBackend(ClusterBackend):
         self._advance_intents(now)
         self._hand_over(hand_over, now)
         if lease_due and not self.dry_run:  # shadow mode renews nothing (the live one does)
-            self.renew_leases(lease_due)
+            self._leases.renew_leases(lease_due)
 
     def _hand_over(self, jobs: Sequence[SlurmJob], now: float) -> None:
         """Let Slurm schedule jobs the scheduler cannot: begin time now, released if held."""
