@@ -96,6 +96,14 @@ from slurm_sched.slurm.translate import (
     start_now_cmd,
     translate,
 )
+from slurm_sched.slurm.validate import (
+    REQUEUE_GRACE_S,
+    SHARD_END_RISK_S,
+    ActionRejected,
+    Validator,
+    requeue_grace_left,
+    require,
+)
 from slurm_sched.slurm.version import SlurmVersion
 from slurm_sched.slurm.view import ViewBuilder, placement_of
 
@@ -118,23 +126,9 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-#: A requeued job is not launched again on a node of its killed run sooner than this (seconds)
-#: after the requeue returned: slurmd revokes the job's credential at the requeue time (whole
-#: seconds) and refuses a launch whose credential is from that same second ("Killing
-#: non-startable batch JobId=X: Job credential revoked", the job ends FAILED). Slurm itself
-#: avoids it by setting the begin time 121 s ahead; the scheduler's StartTime=now skips that.
-REQUEUE_GRACE_S = 1.5
-#: A GPU shared by several shard jobs, one of which is expected to end within this many seconds,
-#: is not relied on to stay busy in Slurm's view while a new start is pending: Slurm 22.05.8
-#: drops the whole GPU's shard usage when one of them ends (see SlurmBackend._check_slurm_view)
-SHARD_END_RISK_S = 30.0
 #: Translation note: a Preempt of a job pinned but not started yet takes the start back (its begin
 #: time goes a lease ahead again)
 UNSTART = "unstart"
-
-
-class ActionRejected(Exception):
-    """Internal: an action is invalid for the current view; becomes ``ActionResult(ok=False)``."""
 
 
 @dataclass
@@ -262,6 +256,7 @@ class SlurmBackend(ClusterBackend):
         self._query = SlurmQuery(self._state)
         self._view = ViewBuilder(self._state, self._query)
         self._leases = Leases(self._state, self._executor)
+        self._validator = Validator(self._state, self._query)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -647,7 +642,7 @@ class SlurmBackend(ClusterBackend):
                 if (
                     job.state in PENDING_STATES
                     and job.restart_cnt >= it.min_restarts
-                    and self._requeue_grace_left(jid, it.placement) <= 0
+                    and requeue_grace_left(self._state, jid, it.placement) <= 0
                 ):
                     run_after.append((len(after_ids), it.after))
                     after_ids.append(jid)
@@ -704,7 +699,7 @@ class SlurmBackend(ClusterBackend):
         else:
             log.info("job %s: Slurm chose GPUs %s (asked %s)", jid, actual, asked)
 
-    # ------------------------------------------------------------------ apply: validation
+    # ------------------------------------------------------------------ apply: planning
     def _plan(self, action: Action, now: float) -> Translation:
         jid = action.job_id
         view = self._state.views.get(jid)
@@ -714,13 +709,13 @@ class SlurmBackend(ClusterBackend):
         kind = action.kind
         state = view.state
         if kind in ("start", "share"):
-            _require(view, JobState.PENDING, kind)
+            require(view, JobState.PENDING, kind)
             asked: Placement = action.placement  # type: ignore[union-attr]
-            placement = self._check_gpus(view, asked, share=kind == "share", exact=True)
+            placement = self._validator.check_gpus(view, asked, share=kind == "share", exact=True)
             if placement != asked:
                 self.mismatches.append(Mismatch(jid, asked, placement, now))
                 log.info("job %s: Slurm will put the shard on %s (asked %s)", jid, placement, asked)
-            self._check_requeue_grace(jid, placement)
+            self._validator.check_requeue_grace(jid, placement)
             begin_passed = 0 < job.eligible_time_s <= now
             ctx = JobContext(
                 jid,
@@ -752,11 +747,11 @@ class SlurmBackend(ClusterBackend):
                 return replace(tr, stages=(), after_requeue=tr.stages, expect_placement=placement)
             return replace(translate(action, ctx, self._state.shards), expect_placement=placement)
         elif kind == "suspend":
-            _require(view, JobState.RUNNING, kind)
+            require(view, JobState.RUNNING, kind)
             if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
         elif kind == "resume":
-            _require(view, JobState.SUSPENDED, kind)
+            require(view, JobState.SUSPENDED, kind)
         elif kind == "preempt":
             if state not in (JobState.RUNNING, JobState.SUSPENDED):
                 raise ActionRejected(f"cannot preempt job {jid} in state {state}")
@@ -773,18 +768,18 @@ class SlurmBackend(ClusterBackend):
             if it is not None:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
         elif kind == "migrate":
-            _require(view, JobState.RUNNING, kind)
+            require(view, JobState.RUNNING, kind)
             if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-            self._check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
+            self._validator.check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
         elif kind == "reconfigure":
             if state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {jid}; resume first")
             if jid in self._state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-            self._check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
+            self._validator.check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
             if state is JobState.PENDING:
-                self._check_requeue_grace(jid, action.placement)  # type: ignore[union-attr]
+                self._validator.check_requeue_grace(jid, action.placement)  # type: ignore[union-attr]
         ctx = JobContext(
             job_id=jid,
             request=self._request(job, view.spec),
@@ -799,244 +794,6 @@ class SlurmBackend(ClusterBackend):
         if req.kind is None:  # GRES cleared by an earlier, interrupted re-pin
             return GpuRequest(kind="gpu", gpu_type=spec.gpu_type, form="none")
         return req
-
-    def _requeue_grace_left(self, jid: str, placement: Placement | None) -> float:
-        """Seconds until ``jid`` may be launched on ``placement`` after our requeue of it (0 when
-        it may, see :data:`REQUEUE_GRACE_S`)."""
-        entry = self._state.requeued.get(jid)
-        if entry is None:
-            return 0.0
-        at, nodes = entry
-        left = at + REQUEUE_GRACE_S - self.clock()
-        if left <= 0:
-            del self._state.requeued[jid]
-            return 0.0
-        if placement is not None and not nodes.intersection(placement.nodes):
-            return 0.0
-        return left
-
-    def _check_requeue_grace(self, jid: str, placement: Placement) -> None:
-        left = self._requeue_grace_left(jid, placement)
-        if left > 0:
-            nodes = ",".join(sorted(self._state.requeued[jid][1]))
-            raise ActionRejected(
-                f"job {jid} was requeued on {nodes} just now: "
-                f"slurmd would refuse to launch it there for {left:.1f}s more (credential "
-                "revoked); retry"
-            )
-
-    def _check_gpus(self, view: JobView, p: Placement, *, share: bool, exact: bool) -> Placement:
-        """Check a placement against the current view; returns where the job will be (for a
-        Share: the GPU Slurm will pick, when that is another GPU the job can share)."""
-        jid = view.job_id
-        spec = view.spec
-        if exact and p.num_gpus != spec.num_gpus:
-            raise ActionRejected(
-                f"job {jid} asks for {spec.num_gpus} GPU(s), placement has {p.num_gpus}"
-            )
-        cluster = self._query.cluster
-        avail = {n.name: n.available for n in self._state.nodes}
-        own = set(view.placement.slots()) if view.placement is not None else set()
-        out: dict[str, list[int]] = {}
-        for part in p.parts:
-            node = cluster.by_name.get(part.node)
-            if node is None:
-                raise ActionRejected(f"unknown node {part.node!r}")
-            if not avail.get(node.name, False):
-                raise ActionRejected(f"node {node.name} is not available for new jobs")
-            if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
-                raise ActionRejected(
-                    f"job {jid} needs {spec.gpu_type} GPUs, node {node.name} has {node.gpu_type}"
-                )
-            out[node.name] = list(part.gpus)
-            for g in part.gpus:
-                if g >= node.num_gpus:
-                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
-                slot = (node.name, g)
-                if slot in own:
-                    continue
-                holders = self._state.holders.get(slot, [])
-                if holders and not share:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
-                        "use Share to co-locate"
-                    )
-            if not share or not self._state.holders.get((node.name, part.gpus[0])):
-                self._check_slurm_view(jid, node.name, part.gpus, own)
-            if share:
-                if len(part.gpus) != 1:
-                    raise ActionRejected(
-                        f"Slurm 22.05 shares one GPU per node; {node.name} has {len(part.gpus)}"
-                    )
-                slot = (node.name, part.gpus[0])
-                if self._state.holders.get(slot):  # joining someone (a Share on a free GPU = Start)
-                    out[node.name] = [self._check_share(jid, slot)]
-        return Placement.of(out)
-
-    def _check_slurm_view(self, jid: str, node: str, gpus: Sequence[int], own: set[Slot]) -> None:
-        """Refuse a start that Slurm would put on a GPU it wrongly counts as free.
-
-        Slurm 22.05.8 drops a GPU's shard usage when one of the shard jobs sharing it ends,
-        although another one still runs there (``sinfo`` then shows ``shard:...:0(IDX:N/A)``);
-        it would then give that GPU to the next job (double booking, seen in the tests). Slurm
-        picks the lowest indices it thinks free, so predict that and check it against what the
-        jobs really hold.
-        """
-        slurm_used = self._slurm_used(node)
-        if slurm_used is None:
-            return
-        free = [g for g in range(self._query.cluster.by_name[node].num_gpus) if g not in slurm_used]
-        for g in free[: len(gpus)]:
-            holders = [h for h in self._state.holders.get((node, g), []) if (node, g) not in own]
-            if holders:
-                raise ActionRejected(
-                    f"Slurm counts GPU {node}:{g} as free although {','.join(holders)} still "
-                    "holds it (Slurm 22.05 loses shard usage when a co-located shard job ends); "
-                    f"job {jid} would be put there"
-                )
-        # Slurm allocates the pinned job a moment later (its next scheduling pass, ~0.4 s, more
-        # under load): a shared GPU whose partner ends in between looks free by then and would
-        # be picked if its index is lower (seen in the integration suite: an exclusive job on a
-        # GPU that still ran a shard job). Wait until that GPU's sharing is over.
-        ending = self._shard_gpus_ending(node, own)
-        for g in sorted(set(free) | set(ending))[: len(gpus)]:
-            if g in ending:
-                raise ActionRejected(
-                    f"GPU {node}:{g} is shared by {','.join(self._state.holders[(node, g)])} and "
-                    f"{ending[g]} ends within {SHARD_END_RISK_S:.0f}s: Slurm 22.05 would then "
-                    f"count the GPU as free and could give it to job {jid}; retry"
-                )
-
-    def _shard_gpus_ending(self, node: str, own: set[Slot]) -> dict[int, str]:
-        """GPUs of ``node`` shared by 2+ jobs -> a sharing job expected to end soon (by its
-        ``duration_s`` hint; a job without one gives no reason to expect its end)."""
-        now = self.clock()
-        out: dict[int, str] = {}
-        for g in range(self._query.cluster.by_name[node].num_gpus):
-            holders = self._state.holders.get((node, g), [])
-            if len(holders) < 2 or (node, g) in own or (node, g) in self._state.exclusive:
-                continue
-            ending = self._ending_soon(holders, now)
-            if ending is not None:
-                out[g] = ending
-        return out
-
-    def _ending_soon(self, holders: Iterable[str], now: float) -> str | None:
-        """One of ``holders`` expected to end within ``SHARD_END_RISK_S``, by its
-        ``duration_s`` hint (a job without one gives no reason to expect its end); or None."""
-        for h in holders:
-            view = self._state.views.get(h)
-            if (
-                view is not None
-                and view.spec.attrs.get("duration_source") == "hint"
-                and view.remaining_s(now) <= SHARD_END_RISK_S
-            ):
-                return h
-        return None
-
-    def _check_share(self, jid: str, slot: Slot) -> int:
-        """The GPU index on ``slot``'s node where Slurm will put a sharing (1-shard) job."""
-        node, g = slot
-        holders = self._state.holders.get(slot, [])
-        self._shareable(jid, slot, holders)
-        spg = self._state.shards.shards_per_gpu
-        need = self._state.shards.share_shards
-        # a GPU whose shard usage Slurm 22.05.8 lost has all its shards free in Slurm's view:
-        # the share goes there (and must fit there) even when the GPU is full in reality
-        lost = self._slurm_lost_usage(node)
-        now = self.clock()
-        # Slurm gives a shard job the lowest-index GPU of the node with enough free shards
-        for idx in range(self._query.cluster.by_name[node].num_gpus):
-            s = (node, idx)
-            if s in self._state.exclusive:
-                # Slurm allocates the pins of one moment in its own order: while an exclusive
-                # start below is pinned but not allocated, that GPU is empty in Slurm's view and
-                # this shard would go there (then the exclusive job takes other GPUs, maybe one
-                # whose shard usage Slurm has lost)
-                flying = [h for h in self._state.holders.get(s, []) if self._in_flight(h)]
-                if flying:
-                    raise ActionRejected(
-                        f"job {','.join(flying)} is pinned to GPU {node}:{idx} but not started "
-                        f"yet; Slurm could put job {jid}'s shard there first; retry"
-                    )
-                self._refuse_if_freed_below(jid, s, now)
-                continue
-            if idx not in lost and spg - self._state.shard_use.get(s, 0) < need:
-                self._refuse_if_freed_below(jid, s, now)
-                continue
-            if idx == g:
-                return g
-            other = self._state.holders.get(s, [])
-            if not other:
-                raise ActionRejected(
-                    f"Slurm would put job {jid}'s shard on the empty GPU {node}:{idx}, not "
-                    f"{node}:{g} (22.05 picks the lowest GPU with a free shard)"
-                )
-            self._shareable(jid, s, other)
-            return idx  # another GPU with room for one more job: shared there instead
-        raise ActionRejected(f"no free shard on GPU {node}:{g}")
-
-    def _refuse_if_freed_below(self, jid: str, slot: Slot, now: float) -> None:
-        """Refuse a Share while a full GPU below its target has a holder about to end.
-
-        Slurm allocates the pinned shard a moment later: if that holder ends first, the GPU is
-        empty (an exclusive job ended) or its shard usage is lost (22.05.8, a sharer ended), and
-        Slurm puts the shard there instead, next to jobs this backend does not expect (seen in
-        the integration suite: three 1-shard jobs on one GPU at C = 2; a shard on the GPU an
-        exclusive job had just left, which then pushed the next exclusive start onto a shared
-        GPU)."""
-        ending = self._ending_soon(self._state.holders.get(slot, ()), now)
-        if ending is not None:
-            node, idx = slot
-            raise ActionRejected(
-                f"job {ending} on GPU {node}:{idx} ends within {SHARD_END_RISK_S:.0f}s: Slurm "
-                f"could then put job {jid}'s shard there, not where expected; retry"
-            )
-
-    def _slurm_used(self, node: str) -> set[int] | None:
-        """GPU indices of ``node`` that Slurm's fresh per-node view (``sinfo``) counts as used,
-        plus those of jobs this backend pinned since (intents); None without a fresh view."""
-        if not self._state.slurm_view_shards:
-            return None
-        snode = self._state.node_by_name.get(node)
-        if snode is None:
-            return None
-        used = set(snode.used_gpus)
-        for g in range(snode.num_gpus):
-            if any(h in self._state.intents for h in self._state.holders.get((node, g), ())):
-                used.add(g)
-        return used
-
-    def _slurm_lost_usage(self, node: str) -> set[int]:
-        """GPUs of ``node`` that jobs hold but Slurm counts as unused (22.05.8 drops a shared
-        GPU's shard usage when one sharer ends); empty without a fresh view."""
-        used = self._slurm_used(node)
-        if used is None:
-            return set()
-        return {
-            g
-            for g in range(self._query.cluster.by_name[node].num_gpus)
-            if self._state.holders.get((node, g)) and g not in used
-        }
-
-    def _in_flight(self, jid: str) -> bool:
-        """Pinned by this backend (in this call or before) and not running in Slurm yet."""
-        if jid not in self._state.intents:
-            return False
-        job = self._state.slurm.get(jid)
-        return job is None or job.state in PENDING_STATES
-
-    def _shareable(self, jid: str, slot: Slot, holders: list[str]) -> None:
-        node, g = slot
-        if len(holders) >= self.max_jobs_per_gpu:
-            raise ActionRejected(
-                f"GPU {node}:{g} already holds {len(holders)} job(s) (max {self.max_jobs_per_gpu})"
-            )
-        if slot in self._state.exclusive or FOREIGN in holders:
-            raise ActionRejected(
-                f"GPU {node}:{g} is held with exclusive gpu GRES (or by a job of another "
-                "partition); Slurm 22.05 can only co-locate shard jobs"
-            )
 
     # ------------------------------------------------------------------ apply: bookkeeping
     def _reserve(self, action: Action, tr: Translation, now: float) -> None:
@@ -1202,8 +959,3 @@ class _Undo:
 
 class _Unmanageable(Exception):
     """Internal: a job the scheduler cannot understand (left to Slurm)."""
-
-
-def _require(view: JobView, state: JobState, kind: str) -> None:
-    if view.state is not state:
-        raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
