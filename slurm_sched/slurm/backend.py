@@ -68,6 +68,7 @@ from slurm_sched.slurm.hints import (
     hints_to_jobspec,
     parse_hints,
 )
+from slurm_sched.slurm.intents import UNSTART, Intent, Intents
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
@@ -101,11 +102,10 @@ from slurm_sched.slurm.validate import (
     SHARD_END_RISK_S,
     ActionRejected,
     Validator,
-    requeue_grace_left,
     require,
 )
 from slurm_sched.slurm.version import SlurmVersion
-from slurm_sched.slurm.view import ViewBuilder, placement_of
+from slurm_sched.slurm.view import ViewBuilder
 
 if TYPE_CHECKING:
     from slurm_sched.slurm.cluster import MiniCluster
@@ -125,30 +125,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-#: Translation note: a Preempt of a job pinned but not started yet takes the start back (its begin
-#: time goes a lease ahead again)
-UNSTART = "unstart"
-
-
-@dataclass
-class Intent:
-    """Work the backend started and Slurm has not finished yet.
-
-    phase ``released``: pinned and let go (``StartTime=now``), waiting for RUNNING;
-    ``requeueing``: requeue issued, ``after`` stages to run once the job is PENDING again;
-    ``preempting``: requeue issued, the job is PENDING for the policy already.
-    """
-
-    job_id: str
-    kind: str
-    phase: str
-    placement: Placement | None
-    since_s: float
-    min_restarts: int
-    after: tuple[Stage, ...] = ()
-    share: bool = False
-    warned: bool = False
 
 
 class _Shared(Generic[_T]):
@@ -257,6 +233,7 @@ class SlurmBackend(ClusterBackend):
         self._view = ViewBuilder(self._state, self._query)
         self._leases = Leases(self._state, self._executor)
         self._validator = Validator(self._state, self._query)
+        self._intents = Intents(self._state, self._executor)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -465,7 +442,7 @@ class SlurmBackend(ClusterBackend):
             self._state.intents.pop(jid, None)
         if not fresh:
             return
-        self._advance_intents(now)
+        self._intents.advance(now)
         self._hand_over(hand_over, now)
         if lease_due and not self.dry_run:  # shadow mode renews nothing (the live one does)
             self._leases.renew_leases(lease_due)
@@ -625,80 +602,6 @@ class SlurmBackend(ClusterBackend):
         self.renewed_at.pop(jid, None)
         log.info("job %s finished at %.0f", jid, finish_s)
 
-    # ------------------------------------------------------------------ intents
-    def _advance_intents(self, now: float) -> None:
-        run_after: list[tuple[int, tuple[Stage, ...]]] = []
-        after_ids: list[str] = []
-        unstart: list[str] = []
-        for jid, it in list(self._state.intents.items()):
-            job = self._state.slurm.get(jid)
-            if job is None or job.final:
-                self._state.intents.pop(jid, None)
-                continue
-            if it.phase == "preempting":
-                if job.state in PENDING_STATES and job.restart_cnt >= it.min_restarts:
-                    self._state.intents.pop(jid)
-            elif it.phase == "requeueing":
-                if (
-                    job.state in PENDING_STATES
-                    and job.restart_cnt >= it.min_restarts
-                    and requeue_grace_left(self._state, jid, it.placement) <= 0
-                ):
-                    run_after.append((len(after_ids), it.after))
-                    after_ids.append(jid)
-                elif now - it.since_s > self.start_timeout_s and not it.warned:
-                    it.warned = True
-                    log.warning("job %s: requeue not finished after %.0fs", jid, now - it.since_s)
-            elif it.phase == "released":
-                if job.state in RUNNING_STATES or job.state is SlurmJobState.SUSPENDED:
-                    if job.restart_cnt >= it.min_restarts:
-                        self._state.intents.pop(jid)
-                        self._check_placement(jid, it, job, now)
-                elif job.state in PENDING_STATES and now - it.since_s > self.start_timeout_s:
-                    log.warning(
-                        "job %s pinned %.0fs ago on %s but still %s (%s); taking the start back",
-                        jid,
-                        now - it.since_s,
-                        it.placement,
-                        job.state,
-                        job.reason,
-                    )
-                    self.stats.start_timeouts += 1
-                    self._state.intents.pop(jid)
-                    unstart.append(jid)
-                    # Slurm disagrees about free GPUs: look at its per-node view for a while
-                    self._state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
-        if run_after:
-            errors = self._executor.execute(run_after)
-            for k, jid in enumerate(after_ids):
-                it = self._state.intents[jid]
-                if errors.get(k):
-                    log.error("job %s: re-pin after requeue failed: %s", jid, errors[k])
-                    self._state.intents.pop(jid)
-                else:
-                    it.phase = "released"
-                    it.since_s = now
-        if unstart:
-            self._executor.execute([(k, (self._unstart_cmds(j),)) for k, j in enumerate(unstart)])
-
-    def _unstart_cmds(self, jid: str) -> Stage:
-        """Take back the start of a pinned job that has not started: its begin time goes a lease
-        ahead again (a hold without a lease, which only the scheduler would ever release)."""
-        if self.lease is not None:
-            return (Cmd(("scontrol", *self.lease.renew_argv(jid))),)
-        return (Cmd(("scontrol", "hold", jid)),)
-
-    def _check_placement(self, jid: str, it: Intent, job: SlurmJob, now: float) -> None:
-        actual = placement_of(job)
-        asked = it.placement
-        if asked is None or actual is None or actual.as_dict == asked.as_dict:
-            return
-        self.mismatches.append(Mismatch(jid, asked, actual, now))
-        if set(actual.nodes) != set(asked.nodes):
-            log.error("job %s runs on %s, asked %s", jid, actual, asked)
-        else:
-            log.info("job %s: Slurm chose GPUs %s (asked %s)", jid, actual, asked)
-
     # ------------------------------------------------------------------ apply: planning
     def _plan(self, action: Action, now: float) -> Translation:
         jid = action.job_id
@@ -761,7 +664,7 @@ class SlurmBackend(ClusterBackend):
                 return Translation(
                     "preempt",
                     jid,
-                    (self._unstart_cmds(jid),),
+                    (self._intents.unstart_cmds(jid),),
                     expect_state="pending",
                     notes=(UNSTART,),
                 )

@@ -37,7 +37,7 @@ from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion
 
 if TYPE_CHECKING:
-    from slurm_sched.slurm.backend import Intent
+    from slurm_sched.slurm.intents import Intent
 
 #: Every part logs under the backend's one logger name, as before the backend was split (log
 #: lines carry the name; operators filter on it)
