@@ -62,39 +62,28 @@ from slurm_sched.model import (
 )
 from slurm_sched.service.lease import Lease
 from slurm_sched.slurm.execute import Executor
-from slurm_sched.slurm.hints import (
-    HintError,
-    duration_from_time_limit,
-    hints_to_jobspec,
-    parse_hints,
-)
 from slurm_sched.slurm.intents import UNSTART, Intent, Intents
 from slurm_sched.slurm.leases import Leases
+from slurm_sched.slurm.ledgers import Ledgers
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.settings_file import (
-    Ledger,
     SettingsStore,
 )
 from slurm_sched.slurm.shared import (
     FOREIGN,
     PENDING_STATES,
-    RUNNING_STATES,
     BackendState,
     BackendStats,
     Mismatch,
     Slot,
     log,
 )
-from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import (
-    Cmd,
     JobContext,
-    Stage,
     TranslateError,
     Translation,
-    start_now_cmd,
     translate,
 )
 from slurm_sched.slurm.validate import (
@@ -234,6 +223,9 @@ class SlurmBackend(ClusterBackend):
         self._leases = Leases(self._state, self._executor)
         self._validator = Validator(self._state, self._query)
         self._intents = Intents(self._state, self._executor)
+        self._ledgers = Ledgers(
+            self._state, self._query, self._executor, self._intents, self._leases
+        )
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -315,7 +307,7 @@ class SlurmBackend(ClusterBackend):
     def _snapshot(self) -> ClusterSnapshot:
         jobs, fresh = self._query.read()
         now = self.clock()
-        self._reconcile(jobs, now, fresh=fresh)
+        self._ledgers.reconcile(jobs, now, fresh=fresh)
         snap = self._view.build(now)
         self._state.last = snap
         self.stats.snapshots += 1
@@ -387,220 +379,6 @@ class SlurmBackend(ClusterBackend):
             results[i] = res
         self.last_commands = [commands.get(i, ()) for i in range(len(results))]
         return [r for r in results if r is not None]
-
-    # ------------------------------------------------------------------ reconcile
-    def _reconcile(self, jobs: list[SlurmJob], now: float, fresh: bool = True) -> None:
-        """Fold Slurm's job list into the backend's state. Commands that react to what Slurm
-        shows (handing unmanageable jobs to Slurm, renewing leases, re-pinning after a requeue)
-        run only on ``fresh`` data, never on a reused ``squeue`` output that may predate the
-        last apply."""
-        self._state.slurm = {j.job_id: j for j in jobs}
-        first = self._state.first
-        self._state.first = False
-        hand_over: list[SlurmJob] = []
-        lease_due: list[str] = []
-        seen: set[str] = set()
-        for job in jobs:
-            jid = job.job_id
-            if not self._state.managed(job):
-                continue
-            seen.add(jid)
-            if jid in self._state.done:
-                continue
-            if job.final:
-                self._state.intents.pop(jid, None)
-                if jid in self.left_to_slurm:
-                    self._state.final_left.add(jid)
-                    self._state.done.add(jid)
-                elif first and jid not in self._state.tracked:
-                    self._state.done.add(jid)  # finished before this backend looked
-                else:
-                    self._finish(job, now)
-                continue
-            ledger = None if jid in self.left_to_slurm else self._ledger(job)
-            if ledger is None:  # cannot be managed: hand it to Slurm (once)
-                if job.state in PENDING_STATES and jid not in self._state.released:
-                    hand_over.append(job)
-                continue
-            self._state.tracked.add(jid)
-            self._account(job, ledger, now)
-            if (
-                self.lease is not None
-                and job.state in PENDING_STATES
-                and not job.held  # held: Slurm will not start it; the policy's Start releases it
-                and jid not in self._state.intents  # pinned or being requeued by us on purpose
-                and self.lease.due(job.eligible_time_s, now)
-            ):
-                lease_due.append(jid)
-        # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)
-        for jid in list(self._state.tracked - seen - self._state.done):
-            log.warning("job %s vanished from squeue without a final state", jid)
-            ledger = self._state.ledgers.get(jid)
-            if ledger is not None:
-                self._record_completion(jid, ledger, now, ledger.run_executed_s)
-            self._state.done.add(jid)
-            self._state.intents.pop(jid, None)
-        if not fresh:
-            return
-        self._intents.advance(now)
-        self._hand_over(hand_over, now)
-        if lease_due and not self.dry_run:  # shadow mode renews nothing (the live one does)
-            self._leases.renew_leases(lease_due)
-
-    def _hand_over(self, jobs: Sequence[SlurmJob], now: float) -> None:
-        """Let Slurm schedule jobs the scheduler cannot: begin time now, released if held."""
-        items: list[tuple[int, tuple[Stage, ...]]] = []
-        for k, job in enumerate(jobs):
-            stages: list[Stage] = []
-            if job.eligible_time_s > now or job.eligible_time_s <= 0:
-                stages.append((start_now_cmd(job.job_id),))
-            if job.held:
-                stages.append((Cmd(("scontrol", "release", job.job_id)),))
-            items.append((k, tuple(stages)))
-        if not items:
-            return
-        errors = self._executor.execute(items)
-        for k, job in enumerate(jobs):
-            if errors.get(k):
-                log.error("could not hand unmanageable job %s to Slurm: %s", job.job_id, errors[k])
-            else:
-                self._state.released.add(job.job_id)
-
-    def _ledger(self, job: SlurmJob) -> Ledger | None:
-        """The job's ledger (spec parsed once); None if the job cannot be managed."""
-        jid = job.job_id
-        ledger = self._state.ledgers.get(jid)
-        if ledger is not None:
-            return ledger
-        ledger = self.store.read_ledger(jid)
-        if ledger is None:
-            try:
-                spec = self._spec(job)
-            except _Unmanageable as exc:
-                self.left_to_slurm[jid] = str(exc)
-                log.warning(
-                    "job %s cannot be scheduled by slurm_sched (%s); releasing it to Slurm",
-                    jid,
-                    exc,
-                )
-                return None
-            ledger = Ledger(spec=spec)
-            self._save_ledger(jid, ledger)
-        self._state.ledgers[jid] = ledger
-        return ledger
-
-    def _spec(self, job: SlurmJob) -> JobSpec:
-        req = job.gpu_request
-        if req.other:
-            raise _Unmanageable(f"GRES the scheduler does not handle: {', '.join(req.other)}")
-        num_gpus = req.total(job.node_count)
-        if num_gpus < 1:
-            raise _Unmanageable("the job asks for no GPU")
-        try:
-            hints = parse_hints(job.comment, source=f"job {job.job_id}")
-        except HintError as exc:
-            raise _Unmanageable(str(exc)) from exc
-        cluster = self._query.cluster
-        gpu_type = req.gpu_type
-        if gpu_type is None and job.features in cluster.gpu_types:
-            gpu_type = job.features
-        cap = cluster.gpus_of_type(gpu_type)
-        if num_gpus > cap:
-            raise _Unmanageable(
-                f"asks for {num_gpus} GPU(s){' of type ' + gpu_type if gpu_type else ''}; "
-                f"the managed partitions have {cap}"
-            )
-        return hints_to_jobspec(
-            job_id=job.job_id,
-            submit_time_s=max(0.0, job.submit_time_s),
-            num_gpus=num_gpus,
-            user=job.account or job.user or "default",
-            gpu_type=gpu_type,
-            hints=hints,
-            default_duration_s=duration_from_time_limit(job.time_limit_s),
-            num_cpus=max(1, job.cpus),
-        )
-
-    def _save_ledger(self, jid: str, ledger: Ledger) -> None:
-        self._state.ledgers[jid] = ledger
-        try:
-            self.store.write_ledger(jid, ledger)
-        except OSError as exc:  # the ledger is a convenience; never fail a cycle on it
-            log.warning("cannot write ledger of job %s: %s", jid, exc)
-
-    @staticmethod
-    def _with_run(ledger: Ledger, job: SlurmJob, now: float) -> tuple[Ledger, bool]:
-        """The ledger with the job's current run (running or suspended) folded in; True when a
-        new run began (the previous run's time moves to ``earlier_runs_s``)."""
-        executed = job.executed_s(now)
-        if job.start_time_s != ledger.run_key:
-            earlier = ledger.earlier_runs_s + (ledger.run_executed_s if ledger.run_key else 0.0)
-            new = replace(
-                ledger, earlier_runs_s=earlier, run_key=job.start_time_s, run_executed_s=executed
-            )
-            return new, True
-        return replace(ledger, run_executed_s=executed), False
-
-    def _account(self, job: SlurmJob, ledger: Ledger, now: float) -> None:
-        """Fold Slurm's view of the current run into the job's ledger."""
-        if job.state not in RUNNING_STATES and job.state is not SlurmJobState.SUSPENDED:
-            return
-        ledger, changed = self._with_run(ledger, job, now)
-        if ledger.first_start_s is None:
-            ledger = replace(ledger, first_start_s=job.start_time_s)
-            changed = True
-        if changed:
-            self._save_ledger(job.job_id, ledger)
-        else:
-            self._state.ledgers[job.job_id] = ledger
-
-    def _finish(self, job: SlurmJob, now: float) -> None:
-        jid = job.job_id
-        ledger = self._state.ledgers.get(jid) or self.store.read_ledger(jid)
-        if ledger is None:
-            try:
-                ledger = Ledger(spec=self._spec(job))
-            except _Unmanageable:
-                self._state.done.add(jid)
-                return
-        last_run = job.executed_s(now)  # final: end - start - suspended time of the last run
-        if job.start_time_s != ledger.run_key:
-            earlier = ledger.earlier_runs_s + ledger.run_executed_s
-        else:
-            earlier = ledger.earlier_runs_s
-        first = ledger.first_start_s
-        if first is None:
-            first = job.start_time_s if job.start_time_s > 0 else job.end_time_s
-        finish = job.end_time_s if job.end_time_s > 0 else now
-        ledger = replace(ledger, first_start_s=first, earlier_runs_s=earlier)
-        self._record_completion(
-            jid, ledger, finish, last_run, restarts=max(0, job.restart_cnt - ledger.moves)
-        )
-        self._state.done.add(jid)
-
-    def _record_completion(
-        self,
-        jid: str,
-        ledger: Ledger,
-        finish_s: float,
-        last_run_s: float,
-        restarts: int | None = None,
-    ) -> None:
-        first = ledger.first_start_s if ledger.first_start_s is not None else finish_s
-        self._state.completed.append(
-            CompletedJob(
-                spec=ledger.spec,
-                first_start_s=first,
-                finish_s=max(finish_s, first),
-                executed_s=max(0.0, ledger.earlier_runs_s + last_run_s),
-                preemptions=restarts or 0,
-            )
-        )
-        self._state.ledgers.pop(jid, None)
-        self._state.settings.pop(jid, None)
-        self._state.progress_cache.pop(jid, None)
-        self.renewed_at.pop(jid, None)
-        log.info("job %s finished at %.0f", jid, finish_s)
 
     # ------------------------------------------------------------------ apply: planning
     def _plan(self, action: Action, now: float) -> Translation:
@@ -767,9 +545,9 @@ class SlurmBackend(ClusterBackend):
                 update={"settings": tr.settings}
             )
         if kind == "preempt" and UNSTART not in tr.notes:
-            self._fold_run(jid, job, now)
+            self._ledgers.fold_run(jid, job, now)
         elif kind in ("migrate", "reconfigure") and tr.after_requeue:
-            self._fold_run(jid, job, now, move=True)
+            self._ledgers.fold_run(jid, job, now, move=True)
 
     def _rollback(self, undo: _Undo, now: float) -> None:
         """Slurm refused an action: put the job's view and intent back as they were."""
@@ -782,18 +560,6 @@ class SlurmBackend(ClusterBackend):
             self._state.intents.pop(jid, None)
         else:
             self._state.intents[jid] = undo.intent
-
-    def _fold_run(self, jid: str, job: SlurmJob, now: float, move: bool = False) -> None:
-        """Before a requeue: record how long the current run ran (Slurm forgets it), and count
-        moves (Migrate/Reconfigure), which Slurm counts as restarts but are no preemptions."""
-        ledger = self._state.ledgers.get(jid)
-        if ledger is None:
-            return
-        if job.holds_resources:
-            ledger, _ = self._with_run(ledger, job, now)
-        if move:
-            ledger = replace(ledger, moves=ledger.moves + 1)
-        self._save_ledger(jid, ledger)
 
     def _set_view(
         self,
@@ -858,7 +624,3 @@ class _Undo:
     job_id: str
     view: JobView
     intent: Intent | None
-
-
-class _Unmanageable(Exception):
-    """Internal: a job the scheduler cannot understand (left to Slurm)."""
