@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -56,13 +56,13 @@ from slurm_sched.model import (
     ClusterSnapshot,
     JobSpec,
     JobState,
-    JobView,
     Placement,
     Start,
 )
 from slurm_sched.service.lease import Lease
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intent, Intents
+from slurm_sched.slurm.journal import Journal, Undo
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.ledgers import Ledgers
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
@@ -226,6 +226,7 @@ class SlurmBackend(ClusterBackend):
         self._ledgers = Ledgers(
             self._state, self._query, self._executor, self._intents, self._leases
         )
+        self._journal = Journal(self._state, self._ledgers)
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -323,7 +324,7 @@ class SlurmBackend(ClusterBackend):
         now = self.clock()
         results: list[ActionResult | None] = []
         commands: dict[int, tuple[str, ...]] = {}
-        planned: list[tuple[int, Action, Translation, _Undo]] = []
+        planned: list[tuple[int, Action, Translation, Undo]] = []
         for action in actions:
             rid = action.request_id
             if rid is not None and rid in self._state.results:
@@ -339,12 +340,12 @@ class SlurmBackend(ClusterBackend):
                 results.append(res)
                 continue
             # reserve now, so that later actions of this call see the GPUs taken
-            undo = _Undo(
+            undo = Undo(
                 action.job_id,
                 self._state.views[action.job_id],
                 self._state.intents.get(action.job_id),
             )
-            self._reserve(action, tr, now)
+            self._journal.reserve(action, tr, now)
             self._write_settings(action, tr)
             commands[len(results)] = tuple(c.text() for c in tr.commands())
             planned.append((len(results), action, tr, undo))
@@ -359,10 +360,11 @@ class SlurmBackend(ClusterBackend):
         for i, action, tr, undo in reversed(planned):
             err = errors.get(i)
             if err is None and self.dry_run:
-                self._rollback(undo, now)  # shadow mode: validated and translated, nothing more
+                # shadow mode: validated and translated, nothing more
+                self._journal.rollback(undo, now)
                 res = ActionResult(action=action, ok=True)
             elif err is None:
-                self._finalize(action, tr, now)
+                self._journal.finalize(action, tr, now)
                 if "requeue" in {c.argv[1] for st in tr.stages for c in st if c.is_scontrol}:
                     nodes = frozenset(self._state.slurm[action.job_id].nodes)
                     self._state.requeued[action.job_id] = (self.clock(), nodes)
@@ -371,7 +373,7 @@ class SlurmBackend(ClusterBackend):
                 res = ActionResult(action=action, ok=True)
                 self.stats.by_kind[action.kind] = self.stats.by_kind.get(action.kind, 0) + 1
             else:
-                self._rollback(undo, now)
+                self._journal.rollback(undo, now)
                 res = ActionResult(action=action, ok=False, error=err)
                 log.warning("%s %s failed in Slurm: %s", action.kind, action.job_id, err)
             if action.request_id is not None:
@@ -476,135 +478,6 @@ class SlurmBackend(ClusterBackend):
             return GpuRequest(kind="gpu", gpu_type=spec.gpu_type, form="none")
         return req
 
-    # ------------------------------------------------------------------ apply: bookkeeping
-    def _reserve(self, action: Action, tr: Translation, now: float) -> None:
-        """Show an accepted action in the current view and the intents (undone on failure)."""
-        jid = action.job_id
-        job = self._state.slurm[jid]
-        view = self._state.views[jid]
-        kind = tr.kind  # a Share on free GPUs is carried out as a Start
-        if kind in ("start", "share") and tr.after_requeue:
-            prev = self._state.intents.get(jid)
-            self._state.intents[jid] = Intent(
-                jid,
-                kind,
-                "requeueing",
-                tr.expect_placement,
-                now,
-                prev.min_restarts if prev is not None else job.restart_cnt + 1,
-                tr.after_requeue,
-                share=kind == "share",
-            )
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=kind == "share")
-        elif kind in ("start", "share") or (
-            kind in ("migrate", "reconfigure") and not tr.after_requeue
-        ):
-            it = Intent(
-                jid,
-                kind,
-                "released",
-                tr.expect_placement,
-                now,
-                min_restarts=job.restart_cnt,
-                share=kind == "share",
-            )
-            self._state.intents[jid] = it
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=it.share)
-        elif kind in ("migrate", "reconfigure"):
-            self._state.intents[jid] = Intent(
-                jid,
-                kind,
-                "requeueing",
-                tr.expect_placement,
-                now,
-                job.restart_cnt + 1,
-                tr.after_requeue,
-            )
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now)
-        elif kind == "preempt" and UNSTART in tr.notes:
-            self._state.intents.pop(jid, None)
-            self._set_view(view, JobState.PENDING, None, now)
-        elif kind == "preempt":
-            self._state.intents[jid] = Intent(
-                jid, kind, "preempting", None, now, job.restart_cnt + 1
-            )
-            self._set_view(view, JobState.PENDING, None, now)
-        elif kind == "suspend":
-            self._set_view(view, JobState.SUSPENDED, view.placement, now)
-        elif kind == "resume":
-            self._set_view(view, JobState.RUNNING, view.placement, now)
-
-    def _finalize(self, action: Action, tr: Translation, now: float) -> None:
-        """Bookkeeping of an action Slurm accepted."""
-        jid = action.job_id
-        job = self._state.slurm[jid]
-        kind = tr.kind  # a Share on free GPUs is carried out as a Start
-        if kind in ("start", "share", "reconfigure") and tr.settings is not None:
-            self._state.settings[jid] = tr.settings
-            self._state.views[jid] = self._state.views[jid].model_copy(
-                update={"settings": tr.settings}
-            )
-        if kind == "preempt" and UNSTART not in tr.notes:
-            self._ledgers.fold_run(jid, job, now)
-        elif kind in ("migrate", "reconfigure") and tr.after_requeue:
-            self._ledgers.fold_run(jid, job, now, move=True)
-
-    def _rollback(self, undo: _Undo, now: float) -> None:
-        """Slurm refused an action: put the job's view and intent back as they were."""
-        jid = undo.job_id
-        current = self._state.views[jid]
-        old = undo.view
-        self._set_view(current, old.state, old.placement, now)
-        self._state.views[jid] = old
-        if undo.intent is None:
-            self._state.intents.pop(jid, None)
-        else:
-            self._state.intents[jid] = undo.intent
-
-    def _set_view(
-        self,
-        view: JobView,
-        state: JobState,
-        placement: Placement | None,
-        now: float,
-        share: bool = False,
-    ) -> None:
-        jid = view.job_id
-        old = view.placement if view.state is not JobState.PENDING else None
-        if old is not None:
-            for slot in old.slots():
-                hs = self._state.holders.get(slot, [])
-                if jid in hs:
-                    hs.remove(jid)
-                    if not hs:
-                        self._state.holders.pop(slot, None)
-                        self._state.exclusive.discard(slot)
-                        self._state.shard_use.pop(slot, None)
-        if placement is not None and state is not JobState.PENDING:
-            shard_job = share or self._state.is_shard_job(jid)
-            for slot in placement.slots():
-                self._state.holders.setdefault(slot, []).append(jid)
-                if shard_job:
-                    n = (
-                        self._state.shards.share_shards
-                        if share
-                        else self._state.shards.start_shards
-                    )
-                    self._state.shard_use[slot] = self._state.shard_use.get(slot, 0) + n
-                else:
-                    self._state.exclusive.add(slot)
-        self._state.views[jid] = view.model_copy(
-            update={
-                "state": state,
-                "placement": placement if state is not JobState.PENDING else None,
-                "accounted_at_s": now,
-                "settings": self._state.settings.get(jid, view.settings),
-                "first_start_s": view.first_start_s
-                if view.first_start_s is not None or state is not JobState.RUNNING
-                else now,
-            }
-        )
-
     # ------------------------------------------------------------------ settings files
     def _write_settings(self, action: Action, tr: Translation) -> None:
         """Write the job's settings file before Slurm (re)starts it."""
@@ -617,10 +490,3 @@ class SlurmBackend(ClusterBackend):
             self.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
         except OSError as exc:
             log.warning("cannot write settings of job %s: %s", action.job_id, exc)
-
-
-@dataclass(frozen=True)
-class _Undo:
-    job_id: str
-    view: JobView
-    intent: Intent | None
