@@ -43,56 +43,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from slurm_sched.backend import ClusterBackend, CompletedJob
 from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
-from slurm_sched.model import (
-    Action,
-    ActionResult,
-    Cluster,
-    ClusterSnapshot,
-    JobSpec,
-    JobState,
-    Placement,
-    Start,
-)
+from slurm_sched.model import Action, ActionResult, Cluster, ClusterSnapshot
 from slurm_sched.service.lease import Lease
+from slurm_sched.slurm.apply import Applier
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intent, Intents
-from slurm_sched.slurm.journal import Journal, Undo
+from slurm_sched.slurm.journal import Journal
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.ledgers import Ledgers
-from slurm_sched.slurm.parse import GpuRequest, SlurmJob, SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
-from slurm_sched.slurm.settings_file import (
-    SettingsStore,
-)
-from slurm_sched.slurm.shared import (
-    FOREIGN,
-    PENDING_STATES,
-    BackendState,
-    BackendStats,
-    Mismatch,
-    Slot,
-    log,
-)
-from slurm_sched.slurm.translate import (
-    JobContext,
-    TranslateError,
-    Translation,
-    translate,
-)
-from slurm_sched.slurm.validate import (
-    REQUEUE_GRACE_S,
-    SHARD_END_RISK_S,
-    ActionRejected,
-    Validator,
-    require,
-)
+from slurm_sched.slurm.settings_file import SettingsStore
+from slurm_sched.slurm.shared import FOREIGN, BackendState, BackendStats, Mismatch, Slot
+from slurm_sched.slurm.validate import REQUEUE_GRACE_S, SHARD_END_RISK_S, ActionRejected, Validator
 from slurm_sched.slurm.version import SlurmVersion
 from slurm_sched.slurm.view import ViewBuilder
 
@@ -227,6 +196,9 @@ class SlurmBackend(ClusterBackend):
             self._state, self._query, self._executor, self._intents, self._leases
         )
         self._journal = Journal(self._state, self._ledgers)
+        self._applier = Applier(
+            self._state, self._validator, self._journal, self._executor, self._intents
+        )
 
     @classmethod
     def for_mini_cluster(cls, cluster: MiniCluster, **kwargs: Any) -> SlurmBackend:
@@ -321,172 +293,6 @@ class SlurmBackend(ClusterBackend):
                 self.snapshot()
             except (SlurmCommandError, SlurmJsonError) as exc:  # apply raises only this one
                 raise BackendUnavailableError(f"cannot read the cluster state: {exc}") from exc
-        now = self.clock()
-        results: list[ActionResult | None] = []
-        commands: dict[int, tuple[str, ...]] = {}
-        planned: list[tuple[int, Action, Translation, Undo]] = []
-        for action in actions:
-            rid = action.request_id
-            if rid is not None and rid in self._state.results:
-                results.append(self._state.results[rid])
-                continue
-            try:
-                tr = self._plan(action, now)
-            except (ActionRejected, TranslateError) as exc:
-                res = ActionResult(action=action, ok=False, error=str(exc))
-                log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
-                if rid is not None:
-                    self._state.results[rid] = res
-                results.append(res)
-                continue
-            # reserve now, so that later actions of this call see the GPUs taken
-            undo = Undo(
-                action.job_id,
-                self._state.views[action.job_id],
-                self._state.intents.get(action.job_id),
-            )
-            self._journal.reserve(action, tr, now)
-            self._write_settings(action, tr)
-            commands[len(results)] = tuple(c.text() for c in tr.commands())
-            planned.append((len(results), action, tr, undo))
-            results.append(None)
-        errors = self._executor.execute([(i, tr.stages) for i, _, tr, _ in planned])
-        failed_jobs: set[str] = set()
-        for i, action, _, _ in planned:  # a later action on a job whose earlier one failed
-            if errors.get(i) is None and action.job_id in failed_jobs:
-                errors[i] = f"an earlier action on job {action.job_id} in this call failed"
-            elif errors.get(i) is not None:
-                failed_jobs.add(action.job_id)
-        for i, action, tr, undo in reversed(planned):
-            err = errors.get(i)
-            if err is None and self.dry_run:
-                # shadow mode: validated and translated, nothing more
-                self._journal.rollback(undo, now)
-                res = ActionResult(action=action, ok=True)
-            elif err is None:
-                self._journal.finalize(action, tr, now)
-                if "requeue" in {c.argv[1] for st in tr.stages for c in st if c.is_scontrol}:
-                    nodes = frozenset(self._state.slurm[action.job_id].nodes)
-                    self._state.requeued[action.job_id] = (self.clock(), nodes)
-                if tr.kind in ("suspend", "resume") or UNSTART in tr.notes:
-                    self._state.jobs_cache = None  # no intent covers these: read Slurm again
-                res = ActionResult(action=action, ok=True)
-                self.stats.by_kind[action.kind] = self.stats.by_kind.get(action.kind, 0) + 1
-            else:
-                self._journal.rollback(undo, now)
-                res = ActionResult(action=action, ok=False, error=err)
-                log.warning("%s %s failed in Slurm: %s", action.kind, action.job_id, err)
-            if action.request_id is not None:
-                self._state.results[action.request_id] = res
-            results[i] = res
-        self.last_commands = [commands.get(i, ()) for i in range(len(results))]
-        return [r for r in results if r is not None]
-
-    # ------------------------------------------------------------------ apply: planning
-    def _plan(self, action: Action, now: float) -> Translation:
-        jid = action.job_id
-        view = self._state.views.get(jid)
-        job = self._state.slurm.get(jid)
-        if view is None or job is None:
-            raise ActionRejected(f"job {jid} is not active (unknown, not managed or finished)")
-        kind = action.kind
-        state = view.state
-        if kind in ("start", "share"):
-            require(view, JobState.PENDING, kind)
-            asked: Placement = action.placement  # type: ignore[union-attr]
-            placement = self._validator.check_gpus(view, asked, share=kind == "share", exact=True)
-            if placement != asked:
-                self.mismatches.append(Mismatch(jid, asked, placement, now))
-                log.info("job %s: Slurm will put the shard on %s (asked %s)", jid, placement, asked)
-            self._validator.check_requeue_grace(jid, placement)
-            begin_passed = 0 < job.eligible_time_s <= now
-            ctx = JobContext(
-                jid,
-                self._request(job, view.spec),
-                held=job.held,
-                active=False,
-                # NumNodes is left out of the pin only when Slurm's min AND max are that count:
-                # with a larger max (``-N 1-4``, or a count unknown after a requeue) Slurm may add
-                # nodes to the pinned ones (a 2-GPU job ran on 2 nodes x 2 GPUs that way)
-                node_count=job.node_count if job.max_nodes == job.node_count else None,
-                tres_per_node=job.tres_per_node,
-                tres_per_job=job.tres_per_job,
-                # a held job past its begin time starts with the release alone
-                begin_now=not (job.held and begin_passed),
-                eligible=begin_passed and not job.held,
-            )
-            if kind == "share" and not any(self._state.holders.get(x) for x in placement.slots()):
-                # nobody to share with: start it like a Start, so it takes a whole GPU's shards
-                action = Start(job_id=jid, placement=asked, settings=action.settings)  # type: ignore[union-attr]
-            it = self._state.intents.get(jid)
-            if job.state not in PENDING_STATES:
-                if it is None or it.phase != "preempting":
-                    raise ActionRejected(
-                        f"job {jid} is still {job.state} in Slurm (requeue in progress); retry"
-                    )
-                # preempted (maybe in this very call) and not requeued yet: re-pin once it is
-                ctx = JobContext(jid, ctx.request, active=False)  # every field
-                tr = translate(action, ctx, self._state.shards)
-                return replace(tr, stages=(), after_requeue=tr.stages, expect_placement=placement)
-            return replace(translate(action, ctx, self._state.shards), expect_placement=placement)
-        elif kind == "suspend":
-            require(view, JobState.RUNNING, kind)
-            if jid in self._state.intents:
-                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-        elif kind == "resume":
-            require(view, JobState.SUSPENDED, kind)
-        elif kind == "preempt":
-            if state not in (JobState.RUNNING, JobState.SUSPENDED):
-                raise ActionRejected(f"cannot preempt job {jid} in state {state}")
-            it = self._state.intents.get(jid)
-            if it is not None and it.phase == "released" and job.state in PENDING_STATES:
-                # pinned but not started yet: take the start back instead
-                return Translation(
-                    "preempt",
-                    jid,
-                    (self._intents.unstart_cmds(jid),),
-                    expect_state="pending",
-                    notes=(UNSTART,),
-                )
-            if it is not None:
-                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-        elif kind == "migrate":
-            require(view, JobState.RUNNING, kind)
-            if jid in self._state.intents:
-                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-            self._validator.check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
-        elif kind == "reconfigure":
-            if state is JobState.SUSPENDED:
-                raise ActionRejected(f"cannot reconfigure suspended job {jid}; resume first")
-            if jid in self._state.intents:
-                raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
-            self._validator.check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
-            if state is JobState.PENDING:
-                self._validator.check_requeue_grace(jid, action.placement)  # type: ignore[union-attr]
-        ctx = JobContext(
-            job_id=jid,
-            request=self._request(job, view.spec),
-            held=job.held,
-            active=state is not JobState.PENDING,
-        )
-        return translate(action, ctx, self._state.shards)
-
-    @staticmethod
-    def _request(job: SlurmJob, spec: JobSpec) -> GpuRequest:
-        req = job.gpu_request
-        if req.kind is None:  # GRES cleared by an earlier, interrupted re-pin
-            return GpuRequest(kind="gpu", gpu_type=spec.gpu_type, form="none")
-        return req
+        return self._applier.apply(actions)
 
     # ------------------------------------------------------------------ settings files
-    def _write_settings(self, action: Action, tr: Translation) -> None:
-        """Write the job's settings file before Slurm (re)starts it."""
-        if tr.expect_placement is None:
-            return
-        view = self._state.views[action.job_id]
-        settings = tr.settings if tr.settings is not None else view.settings
-        shares = tuple(getattr(action, "with_jobs", ()))
-        try:
-            self.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
-        except OSError as exc:
-            log.warning("cannot write settings of job %s: %s", action.job_id, exc)
