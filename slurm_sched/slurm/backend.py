@@ -36,6 +36,13 @@ Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slu
 - ``dry_run=True`` (shadow mode): squeue/sinfo run for real, but every command that would change
   Slurm is only recorded (:attr:`SlurmBackend.dry_commands`), no file is written, and ``apply``
   leaves no trace in the next snapshot: it validates and translates, then forgets.
+
+Parts (each module's docstring states its contract): :class:`SlurmBackend` keeps the public API
+and composes them over one :class:`~slurm_sched.slurm.shared.BackendState`: ``query.py`` reads
+Slurm, ``ledgers.py`` folds its jobs into the ledgers (moving ``intents.py`` forward and renewing
+leases through ``leases.py``), ``view.py`` builds the snapshot; ``apply.py`` checks actions
+(``validate.py``), reserves them in the view (``journal.py``) and runs their commands
+(``execute.py``, the only place commands that change Slurm are run).
 """
 
 from __future__ import annotations
@@ -294,5 +301,3 @@ class SlurmBackend(ClusterBackend):
             except (SlurmCommandError, SlurmJsonError) as exc:  # apply raises only this one
                 raise BackendUnavailableError(f"cannot read the cluster state: {exc}") from exc
         return self._applier.apply(actions)
-
-    # ------------------------------------------------------------------ settings files
