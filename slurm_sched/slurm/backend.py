@@ -1,17 +1,19 @@
 """The live Slurm cluster as a :class:`~slurm_sched.backend.ClusterBackend`.
 
-Design (details, command table and the Slurm 22.05 facts behind them: ``docs/slurm-backend.md``):
+Design (details, command table and the Slurm facts behind them, per release:
+``docs/slurm-backend.md``):
 
-- ``snapshot()`` runs ``squeue --json`` (and ``sinfo --json`` every ``sinfo_refresh_s``), keeps
-  only jobs of the managed partitions, and builds one :class:`JobView` per unfinished job. GPUs
-  held by any other job (unmanaged partitions, jobs left to Slurm) are not free in
-  ``known_free_gpus``. It also moves the backend's own in-flight work forward (this is the only
-  place besides ``apply`` that runs commands): it re-pins jobs whose requeue has finished
-  (Migrate/Reconfigure), takes back the start of jobs that a pin could not start within
-  ``start_timeout_s`` (their begin time goes a lease ahead again), renews the fail-open lease of
-  every pending managed job (below), and hands to Slurm (with a warning) jobs it cannot
-  understand. GPUs that Slurm counts as used although no job holds them (an accounting leak of
-  22.05.8 after a slurmctld restart) are shown as foreign load (:attr:`phantom_gpus`).
+- ``snapshot()`` runs the release's job query (``squeue --json``, ``--states=all`` from 23.02)
+  and, every ``sinfo_refresh_s``, its node query (``sinfo --json`` on 22.05, ``scontrol show nodes
+  --json`` from 23.02; ``query.py``), keeps only jobs of the managed partitions, and builds one
+  :class:`JobView` per unfinished job. GPUs held by any other job (unmanaged partitions, jobs left
+  to Slurm) are not free in ``known_free_gpus``. It also moves the backend's own in-flight work
+  forward (this is the only place besides ``apply`` that runs commands): it re-pins jobs whose
+  requeue has finished (Migrate/Reconfigure), takes back the start of jobs that a pin could not
+  start within ``start_timeout_s`` (their begin time goes a lease ahead again), renews the
+  fail-open lease of every pending managed job (below), and hands to Slurm (with a warning) jobs
+  it cannot understand. GPUs that Slurm counts as used although no job holds them (an accounting
+  leak of 22.05.8 after a slurmctld restart) are shown as foreign load (:attr:`phantom_gpus`).
 - Fail-open lease (``slurm_sched/service/lease.py``): managed jobs are not held; the submit
   plugin sets their begin time a lease ahead, and every fresh snapshot pushes
   ``StartTime=now+lease_s`` on each pending managed job whose lease is due (one ``scontrol``
