@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from slurm_sched.errors import BackendUnavailableError
-from slurm_sched.model import JobState, Placement, Preempt, Share, Start
-from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.model import JobState, Migrate, Placement, Preempt, Reconfigure, Share, Start
+from slurm_sched.slurm.backend import REQUEUE_GRACE_S, SlurmBackend
 from tests.contract.recorded import NOW, FakeRunner, recorded, squeue_with
 
 #: a one-GPU managed job waiting under its lease, as squeue shows it (over recorded job 28)
@@ -503,3 +503,80 @@ def test_requeued_job_is_not_relaunched_on_its_node_in_the_same_second(tmp_path:
     now[0] += 2.0  # later than the grace: allowed on the same node
     [late] = backend2.apply([same])
     assert late.ok, late.error
+
+
+# ---------------------------------------------------------------------- requeue, then re-pin
+#: job 29 runs on GPU 0 of a100-1 in the recording (restart_cnt 0); these are Slurm's views of
+#: it while a requeue is under way and after it
+REQUEUE_RUNNING = {"job_state": "RUNNING"}
+REQUEUED = {"job_state": "PENDING", "state_reason": "BeginTime", "restart_cnt": 1,
+            "eligible_time": NOW + 120, "nodes": "", "gres_detail": [],
+            "job_resources": None}  # fmt: skip
+
+
+def _requeue_then_repin(
+    tmp_path: Path, action: Migrate | Reconfigure, pin: list[str], grace_s: float = 0.0
+) -> None:
+    now = [NOW]
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path, clock=lambda: now[0])
+    backend.snapshot()
+    runner.lines.clear()
+    [res] = backend.apply([action])
+    assert res.ok, res.error
+    assert runner.lines == ["requeue 29"]  # the pin waits until Slurm has requeued the job
+    asked = action.placement
+    snap = backend.snapshot()  # Slurm still shows it running on a100-1: nothing yet
+    assert (snap.job("29").state, snap.job("29").placement) == (JobState.RUNNING, asked)
+    assert not [x for x in runner.lines[1:] if "JobId=29" in x]
+    runner.squeue = squeue_with(("29", REQUEUED))
+    if grace_s:
+        now[0] += grace_s / 2  # requeued, but within the second of its revoked credential
+        runner.lines.clear()
+        backend.snapshot()
+        assert not [x for x in runner.lines if "JobId=29" in x], runner.lines
+        assert backend.in_flight == {"29"}
+    now[0] += max(grace_s, 1.0)
+    runner.lines.clear()
+    snap = backend.snapshot()
+    assert [x for x in runner.lines if "JobId=29" in x] == pin
+    assert (snap.job("29").state, snap.job("29").placement) == (JobState.RUNNING, asked)
+    (node, gpus), = asked.as_dict.items()
+    runner.squeue = squeue_with(("29", {
+        "job_state": "RUNNING", "restart_cnt": 1, "nodes": node,
+        "gres_detail": [f"gpu:a100:{len(gpus)}(IDX:{','.join(map(str, gpus))})"],
+        "job_resources": {"allocated_nodes": [{"nodename": node}]},
+    }))  # fmt: skip
+    snap = backend.snapshot()
+    assert backend.in_flight == frozenset() and not backend.mismatches
+    assert (snap.job("29").state, snap.job("29").placement) == (JobState.RUNNING, asked)
+
+
+def test_migrate_requeues_then_pins_where_asked_once_slurm_shows_the_requeue(
+    tmp_path: Path,
+) -> None:
+    _requeue_then_repin(
+        tmp_path,
+        Migrate(job_id="29", placement=Placement.of({"a100-2": [3]})),
+        ["update JobId=29 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:1",
+         "update JobId=29 StartTime=now"],
+    )  # fmt: skip
+
+
+def test_migrate_on_its_own_node_waits_out_the_revoked_credential(tmp_path: Path) -> None:
+    """Back on a100-1 (its node): slurmd refuses a launch within the second of the requeue."""
+    _requeue_then_repin(
+        tmp_path,
+        Migrate(job_id="29", placement=Placement.of({"a100-1": [2]})),
+        ["update JobId=29 NodeList=a100-1 NumNodes=1-1 TresPerNode=gres:gpu:1",
+         "update JobId=29 StartTime=now"],
+        grace_s=REQUEUE_GRACE_S,
+    )  # fmt: skip
+
+
+def test_reconfigure_to_two_gpus_pins_the_new_count(tmp_path: Path) -> None:
+    _requeue_then_repin(
+        tmp_path,
+        Reconfigure(job_id="29", placement=Placement.of({"a100-2": [1, 3]})),
+        ["update JobId=29 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:2",
+         "update JobId=29 StartTime=now"],
+    )  # fmt: skip
