@@ -37,7 +37,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -378,14 +378,8 @@ def capture_recorded(
             dry_run=True,
         )
         sf = capture_live(backend, f"recorded:{jobs_path},{nodes_path}")
-    return SnapshotFile(
-        snapshot=sf.snapshot,
-        captured_at_s=now,
-        source=sf.source,
-        slurm_version=sf.slurm_version,
-        partitions=sf.partitions,
-        notes={**sf.notes, "not_run": []},
-    )
+    # the recording's time, not this run's; and no command of a recorded cluster is "not run"
+    return replace(sf, captured_at_s=now, notes={**sf.notes, "not_run": []})
 
 
 # ------------------------------------------------------------------ offline replay

@@ -60,7 +60,6 @@ from slurm_sched.slurm.states import (
 from slurm_sched.slurm.version import SlurmVersion, version_of
 
 __all__ = [
-    "FINAL_STATES",
     "GpuRequest",
     "GresItem",
     "NodeAlloc",
@@ -76,13 +75,10 @@ __all__ = [
     "parse_gres_detail",
     "parse_index_list",
     "parse_job",
-    "parse_sinfo",
-    "parse_squeue",
     "read_jobs",
     "read_nodes",
 ]
 
-FINAL_STATES = FINAL_JOB_STATES
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
 
 
@@ -166,9 +162,6 @@ def _document(
 
 
 # ---------------------------------------------------------------------- values
-_WRAPPED_KEYS = frozenset({"set", "infinite", "number"})
-
-
 def number(value: Any, default: float = 0.0) -> float:
     """A number in any release's form: plain, or ``{"set", "infinite", "number"}`` (unset or
     infinite -> ``default``). Anything else -> ``default``."""
@@ -303,7 +296,8 @@ def _sinfo_rows(
         where = f"sinfo[{i}]"
         if not isinstance(g, Mapping):
             raise SlurmJsonError.bad(source, where, g, "not an object", version)
-        names = (g.get("nodes") or {}).get("nodes") if isinstance(g.get("nodes"), Mapping) else None
+        members = g.get("nodes")
+        names = members.get("nodes") if isinstance(members, Mapping) else None
         if not names:
             raise SlurmJsonError.missing(source, f"{where}.nodes.nodes", version)
         cpus = g.get("cpus") or {}
@@ -339,8 +333,9 @@ def _node(
         status = node_state(n.get("state") or "unknown", n.get("state_flags") or ())
     except ValueError as exc:
         raise SlurmJsonError.bad(where, "state", n.get("state"), str(exc), version) from exc
+    gres, gres_used = _text(n.get("gres")), _text(n.get("gres_used"))
     try:
-        gpus = node_gpus(_text(n.get("gres")), DEFAULT_GPU_TYPE)
+        gpus = node_gpus(gres, DEFAULT_GPU_TYPE)
     except ValueError as exc:
         raise SlurmJsonError.bad(where, "gres", n.get("gres"), str(exc), version) from exc
     partitions = n.get("partitions") or ()
@@ -358,17 +353,12 @@ def _node(
         shards_per_gpu=gpus.shards_per_gpu,
         features=tuple(f for f in _text(n.get("features")).split(",") if f),
         reason=_text(n.get("reason")),
-        used_gpus=used_gpu_indices(_text(n.get("gres_used"))),
+        used_gpus=used_gpu_indices(gres_used),
         gpu_types=gpus.types,
         reserved_gpus=gpus.reserved,
-        gres=_text(n.get("gres")),
-        gres_used=_text(n.get("gres_used")),
+        gres=gres,
+        gres_used=gres_used,
     )
-
-
-def parse_sinfo(data: Mapping[str, Any], fallback: SlurmVersion | None = None) -> list[SlurmNode]:
-    """``sinfo --json`` (either form) or ``scontrol show node --json`` -> nodes."""
-    return read_nodes(data, "sinfo --json", fallback)[1]
 
 
 def cluster_from_nodes(nodes: Iterable[SlurmNode], partitions: Iterable[str]) -> Cluster:
@@ -610,8 +600,3 @@ def read_jobs(
     """Any job document (``squeue``/``scontrol show job``/slurmrestd) -> release and jobs."""
     version, _, items = _document(data, source, fallback, "jobs")
     return version, [parse_job(j, f"{source}: jobs[{i}]", version) for i, j in enumerate(items)]
-
-
-def parse_squeue(data: Mapping[str, Any], fallback: SlurmVersion | None = None) -> list[SlurmJob]:
-    """``squeue --json`` -> every job record (all partitions, finished ones within MinJobAge)."""
-    return read_jobs(data, "squeue --json", fallback)[1]

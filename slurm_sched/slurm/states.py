@@ -102,8 +102,9 @@ _DISPLAY_FLAGS = (
 FINAL_JOB_STATES = (
     BASE_JOB_STATES - {SlurmJobState.PENDING, SlurmJobState.RUNNING, SlurmJobState.SUSPENDED}
 ) | {SlurmJobState.SPECIAL_EXIT, SlurmJobState.REVOKED}
-#: A flag that 22.05 prints for an unfinished job whose base state is pending (requeue phases).
-_PENDING_BASE_OF = {
+#: The base state behind a flag that 22.05 prints instead of it (requeue phases: pending;
+#: configuring: running); any other flag hides an unknown base state.
+_BASE_BEHIND_FLAG = {
     SlurmJobState.REQUEUED: SlurmJobState.PENDING,
     SlurmJobState.REQUEUE_FED: SlurmJobState.PENDING,
     SlurmJobState.REQUEUE_HOLD: SlurmJobState.PENDING,
@@ -149,7 +150,7 @@ def job_state(value: object) -> JobStatus:
         base = bases[0]
     elif display is not None:
         # 22.05's one string: the base state hides behind the flag
-        base = _PENDING_BASE_OF.get(display, SlurmJobState.UNKNOWN)
+        base = _BASE_BEHIND_FLAG.get(display, SlurmJobState.UNKNOWN)
     else:
         base = states[0]
     return JobStatus(state=display or base, base=base, flags=flags)

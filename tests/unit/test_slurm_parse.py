@@ -19,8 +19,8 @@ from slurm_sched.slurm.parse import (
     parse_gres,
     parse_gres_detail,
     parse_index_list,
-    parse_sinfo,
-    parse_squeue,
+    read_jobs,
+    read_nodes,
 )
 from slurm_sched.slurm.runner import (
     LIST_UPDATE_MAX_JOBS,
@@ -108,7 +108,7 @@ def test_gres_detail_pairs_entries_with_nodes_in_order() -> None:
 
 # ---------------------------------------------------------------------- sinfo
 def test_sinfo_nodes_and_cluster() -> None:
-    nodes = parse_sinfo(load("sinfo.json"))
+    nodes = read_nodes(load("sinfo.json"))[1]
     assert [n.name for n in nodes] == ["a100-1", "a100-2", "v100-1", "v100-2"]
     a = nodes[0]
     assert (a.num_gpus, a.gpu_type, a.shards_per_gpu, a.cpus, a.mem_mb) == (4, "a100", 4, 16, 64000)
@@ -126,21 +126,21 @@ def test_drained_node_is_not_available() -> None:
     data["nodes"][1]["state"] = "idle"
     data["nodes"][1]["state_flags"] = ["DRAIN"]
     data["nodes"][2]["state"] = "down"
-    nodes = parse_sinfo(data)
+    nodes = read_nodes(data)[1]
     assert [n.available for n in nodes] == [True, False, False, True]
 
 
 def test_unreachable_controller_json_raises() -> None:
     with pytest.raises(SlurmJsonError, match="slurm_load_jobs"):
-        parse_squeue(load("squeue_unreachable.json"))
+        read_jobs(load("squeue_unreachable.json"))
     with pytest.raises(SlurmJsonError):
-        parse_sinfo(load("sinfo_unreachable.json"))
+        read_nodes(load("sinfo_unreachable.json"))
 
 
 # ---------------------------------------------------------------------- squeue
 @pytest.fixture(scope="module")
 def jobs() -> dict[str, Any]:
-    return {j.job_id: j for j in parse_squeue(load("squeue_mixed.json"))}
+    return {j.job_id: j for j in read_jobs(load("squeue_mixed.json"))[1]}
 
 
 def test_held_pending_job_with_hints(jobs: dict[str, Any]) -> None:
@@ -184,10 +184,10 @@ def test_node_count_of_a_requeued_job_follows_its_numnodes_update() -> None:
     doc = load("squeue_mixed.json")
     [rec] = [j for j in doc["jobs"] if j["job_id"] == 33]
     rec.update({"node_count": 1, "max_nodes": 0, "tres_req_str": "cpu=2,mem=2G,node=2,billing=2"})
-    [j] = [j for j in parse_squeue(doc) if j.job_id == "33"]
+    [j] = [j for j in read_jobs(doc)[1] if j.job_id == "33"]
     assert (j.node_count, j.max_nodes) == (2, 0)
     rec["job_state"] = "RUNNING"  # a running job's count is what it holds
-    [j] = [j for j in parse_squeue(doc) if j.job_id == "33"]
+    [j] = [j for j in read_jobs(doc)[1] if j.job_id == "33"]
     assert j.node_count == 1
 
 
