@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobView, Node
 from slurm_sched.perf.rubick_model import (
@@ -47,6 +46,7 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.policy.rubick import Rubick, get_best_plan
 from slurm_sched.policy.rubick_baselines import AntManRubick, Sia, Synergy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import compute_metrics
 from slurm_sched.traces import bundled, read_trace
 

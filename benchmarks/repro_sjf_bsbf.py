@@ -39,6 +39,7 @@ from typing import Any
 
 from slurm_sched.hostinfo import package_versions
 from slurm_sched.model import JobSpec, parse_cluster_spec
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.perf.sjf_bsbf_model import (
     GAVEL_ANALOGUES,
     GPU_MEMORY_GB,
@@ -56,7 +57,6 @@ from slurm_sched.policy.sjf import Sjf
 from slurm_sched.policy.sjf_bsbf import SjfBsbf
 from slurm_sched.policy.sjf_ffs import FfsSubBatch, SjfFfs
 from slurm_sched.policy.tiresias import Tiresias
-from slurm_sched.sim.progress import ProgressModel
 from slurm_sched.sim.runner import simulate
 from slurm_sched.traces import read_trace
 from slurm_sched.traces.pollux_workload import default_models_dir

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import networkx as nx
 
 from slurm_sched.model import Cluster, JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 
 Vertex = tuple[int, int]  # (stage, replica)
 AllReduceKind = Literal["rar", "tar"]

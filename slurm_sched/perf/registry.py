@@ -13,7 +13,7 @@ import pkgutil
 from collections.abc import Callable
 
 from slurm_sched.errors import InputError
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 
 ProgressFactory = Callable[[], ProgressModel]
 

@@ -48,7 +48,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from slurm_sched.model import JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

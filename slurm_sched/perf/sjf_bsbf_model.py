@@ -76,7 +76,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from slurm_sched.model import JobSettings, JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.traces.pollux_workload import (
     GPUS_PER_NODE,
     available_applications,

@@ -18,20 +18,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from slurm_sched.backend import ClusterBackend, CompletedJob
+from slurm_sched.backend import ClusterBackend
 from slurm_sched.model import (
     Action,
     ActionResult,
     Cluster,
     ClusterSnapshot,
+    CompletedJob,
     JobSettings,
     JobSpec,
     JobState,
     JobView,
     Placement,
 )
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.sim.events import Event, EventKind, EventQueue
-from slurm_sched.sim.progress import ProgressModel
 
 log = logging.getLogger(__name__)
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurm_sched.backend import CompletedJob
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller, ControllerStats
-from slurm_sched.model import ActionResult, Cluster, JobSpec
+from slurm_sched.model import ActionResult, Cluster, CompletedJob, JobSpec
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
-from slurm_sched.sim.progress import ProgressModel
 
 #: Called with (jobs completed so far, total jobs) after every cycle that finished a job.
 ProgressCallback = Callable[[int, int], None]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from slurm_sched.protocol.hints import JobHints, encode_hints, parse_hints
 from slurm_sched.slurm.cluster import MiniCluster
-from slurm_sched.slurm.hints import JobHints, encode_hints, parse_hints
 from slurm_sched.slurm.parse import SlurmJob
 from tests.contract.slurm_jobs import squeue_jobs
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobState, Node, Placement
 from slurm_sched.native import source_module
@@ -50,6 +49,7 @@ from slurm_sched.perf.rubick_model import (
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.rubick import EPS_FLAT, Rubick, get_best_plan
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from tests.invariants import CheckingBackend
 
 ORACLE = OraclePredictor()

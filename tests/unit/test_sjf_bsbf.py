@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import (
     ClusterSnapshot,
@@ -40,6 +39,7 @@ from slurm_sched.policy.sjf import Sjf
 from slurm_sched.policy.sjf_bsbf import SjfBsbf, eq25, pair_decision, simulate_pair
 from slurm_sched.policy.sjf_ffs import SjfFfs
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.runner import simulate
 from slurm_sched.workloads.sjf_bsbf import generate, generate_jobs, summary
 from tests.builders import job, place
