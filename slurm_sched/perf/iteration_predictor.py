@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.ensemble import RandomForestRegressor
 
 FORMAT = "slurm-sched/asrpt-predictor"
 FORMAT_VERSION = 1
@@ -231,8 +232,6 @@ class RandomForestPredictor(IterationPredictor):
 
     def fit(self, *, save: bool = True) -> None:
         """Fit the forest on the whole history now."""
-        from sklearn.ensemble import RandomForestRegressor
-
         groups: dict[str, int] = {}
         users: dict[str, int] = {}
         for g, u, _ in self.history:  # codes in order of first appearance

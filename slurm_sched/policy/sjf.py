@@ -40,3 +40,6 @@ class Sjf(Policy):
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
         order = sorted(snapshot.pending, key=sjf_sort_key(self.key))
         return start_in_order(snapshot, order, blocking=False, reason=f"sjf by {self.key}")
+
+
+POLICIES = [Sjf]

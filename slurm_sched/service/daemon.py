@@ -53,7 +53,8 @@ from slurm_sched.service.safety import SafePolicy
 from slurm_sched.service.sd_notify import Notifier
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.document_errors import SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.pyslurm_runner import make_runner
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 

@@ -60,13 +60,14 @@ from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
 from slurm_sched.model import Action, ActionResult, Cluster, ClusterSnapshot, CompletedJob
 from slurm_sched.protocol.settings_file import SettingsStore
 from slurm_sched.slurm.apply import Applier
+from slurm_sched.slurm.document_errors import SlurmJsonError
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intent, Intents
 from slurm_sched.slurm.journal import Journal
 from slurm_sched.slurm.lease import Lease
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.ledgers import Ledgers
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.shared import FOREIGN, BackendState, BackendStats, Mismatch, Slot
