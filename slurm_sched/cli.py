@@ -15,7 +15,6 @@ import logging
 import sys
 
 import click
-from click.utils import make_default_short_help
 
 from slurm_sched import __version__
 from slurm_sched.errors import ClusterMisreadError, InputError, SlurmSchedError
@@ -77,7 +76,8 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
-        rows = [(n, make_default_short_help(COMMANDS[n][1], limit)) for n in sorted(COMMANDS)]
+        rows = [(n, click.Command(n, help=COMMANDS[n][1]).get_short_help_str(limit))
+                for n in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -25,6 +25,12 @@ class SimulatedClock(Clock):
             wake_at_s = None  # a timer in the past is no timer (guards against busy loops)
         if nxt is None and wake_at_s is None:
             return None
-        t = nxt if wake_at_s is None else (wake_at_s if nxt is None else min(nxt, wake_at_s))
+        if wake_at_s is None:
+            t = nxt
+        elif nxt is None:
+            t = wake_at_s
+        else:
+            t = min(nxt, wake_at_s)
+        assert t is not None  # both None returned above
         self.backend.advance_to(t)
         return t

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -18,7 +20,10 @@ from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
 from slurm_sched.perf import registry as perf_registry
 from slurm_sched.policy import registry
 from slurm_sched.sim.report import format_table, plot_jct_cdf, to_json
+from slurm_sched.sim.runner import SimulationResult
 from slurm_sched.sim.runner import simulate as simulate_run
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _cluster(_ctx: click.Context, _param: click.Parameter, value: str) -> Cluster:
@@ -75,7 +80,7 @@ class _Progress:
             click.echo(msg, err=True)
 
 
-common_sim_options = [
+common_sim_options: list[Callable[[F], F]] = [
     click.option("--trace", "trace", required=True,
                  help="Trace file, or a bundled trace name such as muri/trace1.csv."),
     click.option("--trace-format", "trace_format", default=None,
@@ -127,8 +132,8 @@ def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, 
     return per_policy
 
 
-def _with_options(options):
-    def deco(f):
+def _with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    def deco(f: F) -> F:
         for o in reversed(options):
             f = o(f)
         return f
@@ -141,7 +146,7 @@ def _world(names: list[str], progress_model: str | None) -> str:
     if progress_model is not None:
         perf_registry.create(progress_model)  # validates the name
         return progress_model
-    wanted = {registry.create(n).progress_model for n in names} - {None}
+    wanted = {w for n in names if (w := registry.create(n).progress_model) is not None}
     if len(wanted) > 1:
         raise InputError(
             f"these policies were evaluated in different worlds ({', '.join(sorted(wanted))}); "
@@ -149,10 +154,12 @@ def _world(names: list[str], progress_model: str | None) -> str:
     return wanted.pop() if wanted else "identity"
 
 
-def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None, options=()):
+def _run(jobs: list[JobSpec], cluster: Cluster, names: list[str], restart_overhead_s: float,
+         quiet: bool, progress_model: str | None = None, options: tuple[str, ...] = (),
+         ) -> dict[str, SimulationResult]:
     per_policy = parse_policy_options(options, names)
     world = _world(names, progress_model)
-    results = {}
+    results: dict[str, SimulationResult] = {}
     for name in names:
         prog = _Progress(name, enabled=not quiet)
         policy = registry.create(name, per_policy[name])
@@ -165,7 +172,7 @@ def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None, o
     return results
 
 
-def _emit(results, out_format: str) -> None:
+def _emit(results: dict[str, SimulationResult], out_format: str) -> None:
     rows = [r.metrics for r in results.values()]
     click.echo(to_json(rows) if out_format == "json" else format_table(rows))
 
@@ -173,8 +180,9 @@ def _emit(results, out_format: str) -> None:
 @click.command()
 @click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
 @_with_options(common_sim_options)
-def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, progress_model,
-             out_format, quiet, policy_options):
+def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster,
+             restart_overhead_s: float, limit: int | None, progress_model: str | None,
+             out_format: str, quiet: bool, policy_options: tuple[str, ...]) -> None:
     """Simulate one policy on a trace."""
     names = _policy_names(policy)
     jobs = _load_trace(trace, trace_format, limit)
@@ -187,8 +195,10 @@ def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, pr
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a JCT CDF plot (PNG) here.")
 @_with_options(common_sim_options)
-def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit,
-            progress_model, out_format, quiet, policy_options):
+def compare(policies: str, plot: str | None, trace: str, trace_format: str | None,
+            cluster: Cluster, restart_overhead_s: float, limit: int | None,
+            progress_model: str | None, out_format: str, quiet: bool,
+            policy_options: tuple[str, ...]) -> None:
     """Simulate several policies on the same trace and compare them."""
     names = _policy_names(policies)
     jobs = _load_trace(trace, trace_format, limit)
