@@ -19,7 +19,7 @@ history size; 20 and 2% by default; the first fit too), so refits get rarer as t
 between refits new groups count as unseen. The forest is fitted on the latest ``max_per_pair``
 (50) completions of each (group, user) pair, which bounds a fit by the number of pairs rather
 than the history length and follows drift (the paper retrains on recent data). Subsampling rows
-uniformly instead (``max_samples``) was tried and rejected: with ordinal group codes, a tree that
+uniformly instead (``max_samples``) does not work: with ordinal group codes, a tree that
 never saw a rare group predicts a neighbouring group's iterations, which can be 1000x off.
 For the same reason (a bootstrap sample misses a group of m rows with probability about e^-m)
 a prediction averages only the trees whose bootstrap sample held the query's group

@@ -223,10 +223,10 @@ def test_online_refit_after_a_bad_prediction():
 
 def test_first_pass_observes_merges_reports_and_a_quiet_cluster_is_not_refitted():
     """Three jobs run ViT with DP on 2 GPUs at different speeds, from before the scheduler
-    started: they report in its very first pass (the first pass used to wait for job models
-    built after observing, so a restarted daemon scheduled once on stale models), the
-    predictor is told their median, not whichever came last, and a later pass over the same
-    state refits nothing (every pass refitted when the reports overwrote each other)."""
+    started: they report in its very first pass (so a restarted daemon never schedules on
+    models built before observing), the predictor is told their median, not whichever came
+    last, and a later pass over the same state refits nothing (reports that overwrote each
+    other would make every pass refit)."""
     from slurm_sched.model import JobView, Placement
 
     cluster = a800(3)
@@ -684,7 +684,7 @@ def test_profile_samples_have_the_paper_minimum_for_fitted_models():
     assert isinstance(load_profile("gpt2")[0], ProfileSample)
 
 
-# ------------------------------------------------------------------ indexed embedding (issue #10)
+# ------------------------------------------------------------------ indexed embedding
 @pytest.mark.parametrize("seed", range(30))
 def test_indexed_embeddings_match_embed(seed):
     """The free-GPU index gives the nodes :func:`embed` picks from a full availability map:
@@ -713,7 +713,7 @@ def test_indexed_embeddings_match_embed(seed):
         assert _best_fit_embed_counts(shape, g, counts) == embed(shape, g, plain, {}, names)
 
 
-# ------------------------------------------------------------------ scale paths (issue #10)
+# ------------------------------------------------------------------ scale paths
 def _walk_one_by_one(self, snapshot, state, jobs, j, own, cap, urgent_floor, privileged, total,
                      steals):
     """The node walk as first written: every node in order, asking each for a donor."""
@@ -825,7 +825,7 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     """The walk's array skipping (``small_cluster`` 0: used on every cluster), version reuse
     after rollbacks, donor answers by node content, shared per-name prediction tables, step-downs
     shared by one-node donors of a kind, the lazy flatness order and the reuse of a queued
-    kind's failure (issue #10) decide exactly what the one-by-one walk with fresh versions,
+    kind's failure decide exactly what the one-by-one walk with fresh versions,
     version-keyed donors, per-model tables, per-donor step-downs, fully sorted fits and no
     failure reuse decides, over two passes (cold, then after observations and refits).
     Patched internals: the pure-Python module (compiled code calls its own functions directly;
