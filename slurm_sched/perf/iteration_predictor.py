@@ -255,7 +255,7 @@ class RandomForestPredictor(IterationPredictor):
         # batch-predict every known pair once
         pairs = sorted({(g, u) for g, u, _ in rows}, key=lambda p: (groups[p[0]], users[p[1]]))
         Xp = np.array([[groups[g], users[u]] for g, u in pairs], dtype=np.float64)
-        preds = self._forest_predict(X, Xp) if pairs else []
+        preds: np.ndarray | list[float] = self._forest_predict(X, Xp) if pairs else []
         self._cache = {p: max(0.0, float(v)) for p, v in zip(pairs, preds, strict=True)}
         if save and self.autosave and self.path is not None:
             self.save()
@@ -271,7 +271,7 @@ class RandomForestPredictor(IterationPredictor):
                         for idx in model.estimators_samples_])
         counts = saw.sum(axis=0)
         inbag = np.where(saw, per_tree, 0.0).sum(axis=0) / np.maximum(counts, 1)
-        return np.where(counts > 0, inbag, per_tree.mean(axis=0))
+        return np.asarray(np.where(counts > 0, inbag, per_tree.mean(axis=0)), dtype=float)
 
     def _training_rows(self) -> list[Record]:
         """The history, keeping only the latest ``max_per_pair`` rows of each (group, user)."""
