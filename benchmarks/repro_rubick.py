@@ -44,7 +44,8 @@ from slurm_sched.perf.rubick_model import (
     speed_of,
 )
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.rubick import Rubick, get_best_plan
+from slurm_sched.policy.rubick import Rubick
+from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.policy.rubick_baselines import AntManRubick, Sia, Synergy
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.metrics import compute_metrics

@@ -48,7 +48,9 @@ from slurm_sched.perf.rubick_model import (
     speed_of,
 )
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.rubick import EPS_FLAT, Rubick, get_best_plan
+from slurm_sched.policy.rubick import Rubick
+from slurm_sched.policy.rubick.curves import EPS_FLAT
+from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.sim.backend import SimulatedBackend
 from tests.invariants import CheckingBackend
 
@@ -692,7 +694,8 @@ def test_indexed_embeddings_match_embed(seed):
     import random
 
     from slurm_sched.policy.placement import CountIndex
-    from slurm_sched.policy.rubick import NodeState, State, embed, embed_free
+    from slurm_sched.policy.rubick.allocations import NodeState, State
+    from slurm_sched.policy.rubick.embedding import embed, embed_free
     from slurm_sched.policy.rubick_baselines import _best_fit_embed_counts
 
     rng = random.Random(seed)
@@ -767,7 +770,7 @@ def _rollback_fresh_versions(self, mark):
 
 def _flatness_order_eager(by_speed, by_size, fit):
     """The flatness order as first written: embed every candidate, then sort the fits."""
-    from slurm_sched.policy.rubick import EPS_FLAT
+    from slurm_sched.policy.rubick.curves import EPS_FLAT
 
     fits = [(s, c, fit(c)) for s, c in by_size]
     fits = [f for f in fits if f[2] is not None]
@@ -830,8 +833,8 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     failure reuse decides, over two passes (cold, then after observations and refits).
     Patched internals: the pure-Python module (compiled code calls its own functions directly;
     ``test_compiled_core_decides_as_the_source`` ties the two together)."""
-    rubick = source_module("slurm_sched.policy.rubick")
-    Rubick, State = rubick.Rubick, rubick.State
+    rubick = source_module("slurm_sched.policy.rubick.policy")
+    Rubick, State = rubick.Rubick, source_module("slurm_sched.policy.rubick.allocations").State
 
     fast = Rubick(variant=variant)
     with monkeypatch.context() as m:
@@ -863,7 +866,7 @@ def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
     fails or does not need them. In both passes the shrunk jobs are exactly the donors of the
     committed moves, and the walks stole more often than was committed. (The pure-Python
     module: its walk is patched to count.)"""
-    Rubick = source_module("slurm_sched.policy.rubick").Rubick
+    Rubick = source_module("slurm_sched.policy.rubick.policy").Rubick
     pol = Rubick(variant=variant)
     tentative: list[int] = []
     orig_walk = Rubick._walk
