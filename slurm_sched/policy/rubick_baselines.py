@@ -52,17 +52,11 @@ from slurm_sched.model import (
     Reconfigure,
     Start,
 )
-from slurm_sched.perf.rubick_model import (
-    JobInfo,
-    MeasuredCatalog,
-    Plan,
-    Shape,
-    accumulation_steps,
-    host_memory_gb,
-    job_info,
-    measured_catalog,
-    shape_of,
-)
+from slurm_sched.perf.rubick.job_info import JobInfo, job_info
+from slurm_sched.perf.rubick.measured import MeasuredCatalog, measured_catalog
+from slurm_sched.perf.rubick.memory import accumulation_steps, host_memory_gb
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.shapes import Shape, shape_of
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.mckp import solve_greedy
 from slurm_sched.policy.placement import CountIndex

@@ -17,36 +17,34 @@ from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobState, Node, Placement
 from slurm_sched.native import source_module
 from slurm_sched.perf import registry as perf_registry
-from slurm_sched.perf.rubick_model import (
+from slurm_sched.perf.rubick.job_info import job_info
+from slurm_sched.perf.rubick.measured import (
     HELD_OUT_DP,
     HELD_OUT_GPUS,
-    LOWER,
-    MODELS,
-    UPPER,
     WELL_BEHAVED,
-    FittedPredictor,
-    InsufficientProfileError,
-    OraclePredictor,
-    Plan,
-    ProfileSample,
-    RubickProgress,
-    accumulation_steps,
-    enumerate_plans,
-    features,
-    fit_model,
     forward_profile,
-    gpu_memory_gb,
     held_out_errors,
-    job_info,
     load_profile,
     measured_catalog,
+    profiled_model,
+)
+from slurm_sched.perf.rubick.memory import accumulation_steps, enumerate_plans, gpu_memory_gb
+from slurm_sched.perf.rubick.models import MODELS
+from slurm_sched.perf.rubick.perf_model import (
+    LOWER,
+    UPPER,
+    InsufficientProfileError,
+    ProfileSample,
+    features,
+    fit_model,
     overlap,
     predict_ms,
     predict_ms_jac,
-    profiled_model,
     sample_forward,
-    speed_of,
 )
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.predictors import FittedPredictor, OraclePredictor
+from slurm_sched.perf.rubick.world_speed import RubickProgress, speed_of
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.rubick import Rubick
 from slurm_sched.policy.rubick.curves import EPS_FLAT

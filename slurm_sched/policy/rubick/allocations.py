@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from slurm_sched.model import Placement
-from slurm_sched.perf.rubick_model import Shape
+from slurm_sched.perf.rubick.shapes import Shape
 from slurm_sched.policy.placement import CountIndex
 from slurm_sched.policy.rubick.candidates import Cand
 

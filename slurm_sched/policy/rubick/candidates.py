@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from slurm_sched.perf.rubick_model import JobInfo, Plan, Shape, plan_order
+from slurm_sched.perf.rubick.job_info import JobInfo
+from slurm_sched.perf.rubick.plans import Plan, plan_order
+from slurm_sched.perf.rubick.shapes import Shape
 
 
 class Cand:

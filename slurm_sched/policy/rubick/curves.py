@@ -5,7 +5,9 @@ flat curve of a rigid job, and the shape and plan-family rules the candidates ob
 
 from __future__ import annotations
 
-from slurm_sched.perf.rubick_model import JobInfo, Plan, Shape
+from slurm_sched.perf.rubick.job_info import JobInfo
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.shapes import Shape
 from slurm_sched.policy.rubick.candidates import Cand, JobModel
 
 EPS_FLAT = 0.01  # flatness tolerance of the curves [X]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from slurm_sched.perf.rubick_model import Shape
+from slurm_sched.perf.rubick.shapes import Shape
 from slurm_sched.policy.rubick.allocations import State
 from slurm_sched.policy.rubick.candidates import Cand
 from slurm_sched.policy.rubick.curves import EPS_FLAT

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from slurm_sched.perf.rubick_model import (
-    MeasuredCatalog,
-    ModelSpec,
-    Plan,
-    Predictor,
-    Shape,
-    enumerate_plans,
-    measured_catalog,
-    plan_order,
-)
+from slurm_sched.perf.rubick.measured import MeasuredCatalog, measured_catalog
+from slurm_sched.perf.rubick.memory import enumerate_plans
+from slurm_sched.perf.rubick.models import ModelSpec
+from slurm_sched.perf.rubick.plans import Plan, plan_order
+from slurm_sched.perf.rubick.predictors import Predictor
+from slurm_sched.perf.rubick.shapes import Shape
 
 
 def get_best_plan(model: ModelSpec, shape: Shape, cpus_per_gpu: float, predictor: Predictor,

@@ -7,7 +7,7 @@ Scheduling" (arXiv; MLSys'25 as Morphling), Algorithm 1 and §5. Spec ``shared/s
 Every scheduling pass (on each arrival and completion, and every 60 s [3.9]):
 
 1. Each job's **resource sensitivity curve** [3.2] is computed from the performance model
-   (:mod:`slurm_sched.perf.rubick_model`): for every GPU count, the best normalised throughput
+   (:mod:`slurm_sched.perf.rubick`): for every GPU count, the best normalised throughput
    ``S = TP / TP_ref`` over all feasible (plan, placement shape) pairs, made monotone with the
    1% flatness rule; ``TP_ref`` is the job's own requested configuration [1.5, A3, A14].
 2. **Guaranteed** jobs get a minimum demand ``minRes`` [3.4]: the fewest GPUs (then CPUs) whose
@@ -71,25 +71,14 @@ from slurm_sched.model import (
     Reconfigure,
     Start,
 )
-from slurm_sched.perf.rubick_model import (
-    FittedPredictor,
-    JobInfo,
-    MeasuredCatalog,
-    ModelSpec,
-    OraclePredictor,
-    Plan,
-    Predictor,
-    Shape,
-    accumulation_steps,
-    cpu_key,
-    enumerate_plans,
-    host_memory_gb,
-    job_info,
-    measured_catalog,
-    observed_iter_time_s,
-    plan_order,
-    shape_of,
-)
+from slurm_sched.perf.rubick.job_info import JobInfo, job_info
+from slurm_sched.perf.rubick.measured import MeasuredCatalog, measured_catalog
+from slurm_sched.perf.rubick.memory import accumulation_steps, enumerate_plans, host_memory_gb
+from slurm_sched.perf.rubick.models import ModelSpec
+from slurm_sched.perf.rubick.plans import Plan, plan_order
+from slurm_sched.perf.rubick.predictors import FittedPredictor, OraclePredictor, Predictor, cpu_key
+from slurm_sched.perf.rubick.shapes import Shape, shape_of
+from slurm_sched.perf.rubick.world_speed import observed_iter_time_s
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.rubick.allocations import Alloc, NodeState, SlotHolds, State
 from slurm_sched.policy.rubick.candidates import Cand, JobModel
