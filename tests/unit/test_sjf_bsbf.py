@@ -37,7 +37,8 @@ from slurm_sched.perf.sjf_bsbf_model import (
 )
 from slurm_sched.policy import registry
 from slurm_sched.policy.sjf import Sjf
-from slurm_sched.policy.sjf_bsbf import SjfBsbf, eq25, pair_decision, simulate_pair
+from slurm_sched.policy.sjf_bsbf import SjfBsbf
+from slurm_sched.policy.sjf_bsbf.pair import eq25, pair_decision, simulate_pair
 from slurm_sched.policy.sjf_ffs import SjfFfs
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.runner import simulate
