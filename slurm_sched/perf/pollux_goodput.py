@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from slurm_sched.perf.sjf_bsbf_model import JobProfile, _profile
+from slurm_sched.perf.sjf_bsbf_model import JobProfile, application_profile
 from slurm_sched.traces.pollux_workload import GPUS_PER_NODE, default_models_dir, load_application
 
 #: Number of global batch sizes tried per allocation.
@@ -138,7 +138,7 @@ def max_replicas(app: str, max_profiled: int) -> int:
 @lru_cache(maxsize=262144)
 def _best(app: str, num_gpus: int, batch_size: int, replicas: int, nodes: int,
           epoch: int) -> Config:
-    profile = _profile(app, num_gpus, batch_size)
+    profile = application_profile(app, num_gpus, batch_size)
     stats = grad_stats(app, batch_size)
     sqr, var = stats.sqr[epoch], stats.var[epoch]
     m0, m_max = init_batch(app), max_batch(app)

@@ -27,7 +27,6 @@ from slurm_sched.perf.sjf_bsbf_model import (
     GPU_MEMORY_GB,
     CallableXi,
     GavelXi,
-    SjfBsbfWorld,
     UniformXi,
     current_sub_batch,
     fit_iter_model,
@@ -35,6 +34,7 @@ from slurm_sched.perf.sjf_bsbf_model import (
     job_profile,
     overlap_time,
 )
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy import registry
 from slurm_sched.policy.sjf import Sjf
 from slurm_sched.policy.sjf_bsbf import SjfBsbf
