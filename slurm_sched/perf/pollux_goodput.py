@@ -22,7 +22,6 @@ validated batch) instead of Pollux's continuous optimiser.
 
 from __future__ import annotations
 
-import bisect
 import csv
 import math
 from dataclasses import dataclass
@@ -199,13 +198,6 @@ def speedup(profile: JobProfile, replicas: int, fraction: float) -> float:
                     epoch_index(profile, fraction))
 
 
-def requested_goodput(profile: JobProfile, fraction: float) -> float:
-    """Goodput of the job's requested configuration (its GPU count and batch)."""
-    stats = grad_stats(profile.app, profile.batch_size)
-    sqr, var = stats.at(fraction)
-    return gain(sqr, var, profile.batch_size / init_batch(profile.app)) / profile.ref_time_s
-
-
 def replica_options(limit: int, gpus_per_node: int = GPUS_PER_NODE) -> list[int]:
     """GPU counts Pollux-style allocations use here: 1..gpus_per_node, then whole nodes."""
     opts = list(range(1, min(limit, gpus_per_node) + 1))
@@ -214,8 +206,3 @@ def replica_options(limit: int, gpus_per_node: int = GPUS_PER_NODE) -> list[int]
         opts.append(k)
         k += gpus_per_node
     return opts
-
-
-def next_option(options: list[int], current: int) -> int | None:
-    i = bisect.bisect_right(options, current)
-    return options[i] if i < len(options) else None
