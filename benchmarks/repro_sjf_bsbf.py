@@ -45,11 +45,11 @@ from slurm_sched.perf.sjf_bsbf_model import (
     GPU_MEMORY_GB,
     SWEEP_XI,
     GavelXi,
-    SjfBsbfWorld,
     UniformXi,
     fit_report,
     job_profile,
 )
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.fifo import Fifo
 from slurm_sched.policy.pollux import Pollux, _Job, exhaustive_counts, greedy_counts, objective

@@ -26,13 +26,13 @@ BUILTIN: dict[str, str] = {
     "gpu-generations": "slurm_sched.perf.gpu_generations",
     "muri": "slurm_sched.perf.muri_stages",
     "muri-noblossom": "slurm_sched.perf.muri_stages",
-    "rubick": "slurm_sched.perf.rubick_model",
-    "sjf-bsbf": "slurm_sched.perf.sjf_bsbf_model",
-    "sjf-bsbf-xi1.0": "slurm_sched.perf.sjf_bsbf_model",
-    "sjf-bsbf-xi1.25": "slurm_sched.perf.sjf_bsbf_model",
-    "sjf-bsbf-xi1.5": "slurm_sched.perf.sjf_bsbf_model",
-    "sjf-bsbf-xi1.75": "slurm_sched.perf.sjf_bsbf_model",
-    "sjf-bsbf-xi2.0": "slurm_sched.perf.sjf_bsbf_model",
+    "rubick": "slurm_sched.perf.rubick.world_speed",
+    "sjf-bsbf": "slurm_sched.perf.sjf_bsbf_world",
+    "sjf-bsbf-xi1.0": "slurm_sched.perf.sjf_bsbf_world",
+    "sjf-bsbf-xi1.25": "slurm_sched.perf.sjf_bsbf_world",
+    "sjf-bsbf-xi1.5": "slurm_sched.perf.sjf_bsbf_world",
+    "sjf-bsbf-xi1.75": "slurm_sched.perf.sjf_bsbf_world",
+    "sjf-bsbf-xi2.0": "slurm_sched.perf.sjf_bsbf_world",
 }
 
 

@@ -17,7 +17,8 @@ from slurm_sched.perf.pollux_goodput import (
     replica_options,
     speedup,
 )
-from slurm_sched.perf.sjf_bsbf_model import GavelXi, SjfBsbfWorld, job_profile
+from slurm_sched.perf.sjf_bsbf_model import GavelXi, job_profile
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy import registry
 from slurm_sched.policy.pollux import Pollux, _Job, exhaustive_counts, greedy_counts, objective
 from slurm_sched.sim.backend import SimulatedBackend

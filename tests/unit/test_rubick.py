@@ -16,38 +16,38 @@ from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobState, Node, Placement
 from slurm_sched.native import source_module
 from slurm_sched.perf import registry as perf_registry
-from slurm_sched.perf.rubick_model import (
+from slurm_sched.perf.rubick.job_info import job_info
+from slurm_sched.perf.rubick.measured import (
     HELD_OUT_DP,
     HELD_OUT_GPUS,
-    LOWER,
-    MODELS,
-    UPPER,
     WELL_BEHAVED,
-    FittedPredictor,
-    InsufficientProfileError,
-    OraclePredictor,
-    Plan,
-    ProfileSample,
-    RubickProgress,
-    accumulation_steps,
-    enumerate_plans,
-    features,
-    fit_model,
     forward_profile,
-    gpu_memory_gb,
     held_out_errors,
-    job_info,
     load_profile,
     measured_catalog,
+    profiled_model,
+)
+from slurm_sched.perf.rubick.memory import accumulation_steps, enumerate_plans, gpu_memory_gb
+from slurm_sched.perf.rubick.models import MODELS
+from slurm_sched.perf.rubick.perf_model import (
+    LOWER,
+    UPPER,
+    InsufficientProfileError,
+    ProfileSample,
+    features,
+    fit_model,
     overlap,
     predict_ms,
     predict_ms_jac,
-    profiled_model,
     sample_forward,
-    speed_of,
 )
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.predictors import FittedPredictor, OraclePredictor
+from slurm_sched.perf.rubick.world_speed import RubickProgress, speed_of
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.rubick import EPS_FLAT, Rubick, get_best_plan
+from slurm_sched.policy.rubick import Rubick
+from slurm_sched.policy.rubick.curves import EPS_FLAT
+from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.clock import SimulatedClock
 from tests.invariants import CheckingBackend
@@ -692,7 +692,8 @@ def test_indexed_embeddings_match_embed(seed):
     import random
 
     from slurm_sched.policy.placement import CountIndex
-    from slurm_sched.policy.rubick import NodeState, State, embed, embed_free
+    from slurm_sched.policy.rubick.allocations import NodeState, State
+    from slurm_sched.policy.rubick.embedding import embed, embed_free
     from slurm_sched.policy.rubick_baselines import _best_fit_embed_counts
 
     rng = random.Random(seed)
@@ -767,7 +768,7 @@ def _rollback_fresh_versions(self, mark):
 
 def _flatness_order_eager(by_speed, by_size, fit):
     """The flatness order as first written: embed every candidate, then sort the fits."""
-    from slurm_sched.policy.rubick import EPS_FLAT
+    from slurm_sched.policy.rubick.curves import EPS_FLAT
 
     fits = [(s, c, fit(c)) for s, c in by_size]
     fits = [f for f in fits if f[2] is not None]
@@ -830,8 +831,8 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     failure reuse decides, over two passes (cold, then after observations and refits).
     Patched internals: the pure-Python module (compiled code calls its own functions directly;
     ``test_compiled_core_decides_as_the_source`` ties the two together)."""
-    rubick = source_module("slurm_sched.policy.rubick")
-    Rubick, State = rubick.Rubick, rubick.State
+    rubick = source_module("slurm_sched.policy.rubick.policy")
+    Rubick, State = rubick.Rubick, source_module("slurm_sched.policy.rubick.allocations").State
 
     fast = Rubick(variant=variant)
     with monkeypatch.context() as m:
@@ -863,7 +864,7 @@ def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
     fails or does not need them. In both passes the shrunk jobs are exactly the donors of the
     committed moves, and the walks stole more often than was committed. (The pure-Python
     module: its walk is patched to count.)"""
-    Rubick = source_module("slurm_sched.policy.rubick").Rubick
+    Rubick = source_module("slurm_sched.policy.rubick.policy").Rubick
     pol = Rubick(variant=variant)
     tentative: list[int] = []
     orig_walk = Rubick._walk

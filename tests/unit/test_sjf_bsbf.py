@@ -26,7 +26,6 @@ from slurm_sched.perf.sjf_bsbf_model import (
     GPU_MEMORY_GB,
     CallableXi,
     GavelXi,
-    SjfBsbfWorld,
     UniformXi,
     current_sub_batch,
     fit_iter_model,
@@ -34,9 +33,11 @@ from slurm_sched.perf.sjf_bsbf_model import (
     job_profile,
     overlap_time,
 )
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy import registry
 from slurm_sched.policy.sjf import Sjf
-from slurm_sched.policy.sjf_bsbf import SjfBsbf, eq25, pair_decision, simulate_pair
+from slurm_sched.policy.sjf_bsbf import SjfBsbf
+from slurm_sched.policy.sjf_bsbf.pair import eq25, pair_decision, simulate_pair
 from slurm_sched.policy.sjf_ffs import SjfFfs
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.clock import SimulatedClock
