@@ -5,7 +5,7 @@ and placement shape, read from the job's spec.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 from slurm_sched.model import JobSpec
@@ -106,8 +106,6 @@ def _requested_plan(model: ModelSpec, code: str | None, gpus: int) -> tuple[Plan
 
 @cache
 def _with_batch(model: ModelSpec, batch: int) -> ModelSpec:
-    from dataclasses import replace
-
     return replace(model, batch=batch)
 
 
