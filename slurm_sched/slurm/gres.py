@@ -1,6 +1,6 @@
 """GRES strings of Slurm 22.05-25.11, and the scheduler's model of a node's GPUs.
 
-Forms read (each is in a test of ``tests/unit/test_slurm_gres.py``):
+Forms read (each is in a test of ``tests/unit/slurm/test_gres.py``):
 
 - node ``gres``: ``gpu:a100:4``, ``gpu:a100:4,shard:a100:32``, ``gpu:a100:4(S:0-1)``,
   ``gpu:h100:2,gpu:h200:4`` (two types), ``gpu:1g.10gb:21`` (MIG slices), ``tmp:300G``

@@ -11,7 +11,7 @@ No I/O here: every function takes decoded JSON and returns typed records. What i
 
 Each document declares the Slurm release that wrote it (:mod:`slurm_sched.slurm.version`); a
 release outside the supported range is refused. Fields differ across releases (every one is
-checked by ``tests/unit/test_slurm_versions.py`` against outputs of each release):
+checked by ``tests/unit/slurm/test_version.py`` against outputs of each release):
 
 - ``job_state``: a string up to 23.02, a list of base state and flags from 23.11
   (:mod:`slurm_sched.slurm.states`); node ``state``: lower-case string plus ``state_flags``

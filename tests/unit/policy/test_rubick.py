@@ -913,9 +913,9 @@ def test_compiled_core_decides_as_the_source():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     child = subprocess.run(
-        [sys.executable, "-c", "import json; from tests.unit.test_rubick import _decisions; "
+        [sys.executable, "-c", "import json; from tests.unit.policy.test_rubick import _decisions; "
                                "print(json.dumps(_decisions()))"],
         cwd=root, env={**os.environ, "SLURM_SCHED_NATIVE": "off"}, capture_output=True,
         text=True, check=True)

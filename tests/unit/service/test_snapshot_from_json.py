@@ -13,10 +13,10 @@ from slurm_sched.cli import main
 from slurm_sched.model import JobState
 from slurm_sched.service.snapshot_io import load_snapshot
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "slurm"
 V2411 = GOLDEN / "v24.11"
 
-#: the 24.11 recording (tests/unit/test_slurm_versions.py): GPUs 0-2 of a100-1, 0-1 of a100-2
+#: the 24.11 recording (tests/unit/slurm/test_version.py): GPUs 0-2 of a100-1, 0-1 of a100-2
 #: and 0 of v100-2 (a shard job) are held; v100-1 is drained
 FREE_2411 = {"a100-1": [3], "a100-2": [2, 3], "v100-1": [], "v100-2": [1, 2, 3]}
 

@@ -30,7 +30,7 @@ from slurm_sched.slurm.runner import (
     merge_begin_updates,
 )
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "slurm"
 
 
 def load(name: str) -> dict[str, Any]:

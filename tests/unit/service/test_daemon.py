@@ -282,7 +282,7 @@ def test_systemd_unit_is_a_notify_service_with_watchdog_restart_and_its_own_user
 
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
-    unit.read(Path(__file__).resolve().parents[2] / "plugin" / "slurm-sched.service")
+    unit.read(Path(__file__).resolve().parents[3] / "plugin" / "slurm-sched.service")
     svc = unit["Service"]
     assert svc["Type"] == "notify" and int(svc["WatchdogSec"]) > 0
     assert svc["Restart"] == "on-failure" and svc["User"] == "slurm-sched"

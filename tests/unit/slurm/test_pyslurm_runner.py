@@ -35,7 +35,7 @@ from slurm_sched.slurm.pyslurm_runner import (
 )
 from slurm_sched.slurm.runner import CommandResult, CommandRunner
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "translate.txt"
+GOLDEN = Path(__file__).parents[2] / "golden" / "translate.txt"
 _GOLDEN_CMD = re.compile(r"^\[(?:requeued )?\d+\] scontrol (?P<line>.+?)(?:  \(optional\))?$")
 
 #: The attribute names of ``JobSubmitDescription`` in pyslurm 25.11.0 (``cdef public`` in

@@ -21,7 +21,7 @@ from slurm_sched.slurm.parse import SlurmJob, SlurmNode, read_jobs, read_nodes
 from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "slurm"
 RECORDED_2411 = GOLDEN / "v24.11"
 
 

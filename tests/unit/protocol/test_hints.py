@@ -27,7 +27,7 @@ from slurm_sched.protocol.hints import (
     schema_json,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PLUGIN = ROOT / "plugin" / "job_submit.lua"
 SCHEMA_FILE = ROOT / "plugin" / "hints.schema.json"
 LUA = shutil.which("lua5.1") or shutil.which("lua5.3") or shutil.which("lua")

@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-build.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "slurm-build.sh"
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
