@@ -211,7 +211,8 @@ def build_graph(profile: JobProfile) -> nx.Graph:
 
 def cut_weight(graph: nx.Graph, assign: Mapping[Vertex, Any]) -> float:
     """Total weight of edges whose ends are on different servers (inter-server bytes/iter)."""
-    return sum(d["weight"] for u, v, d in graph.edges(data=True) if assign[u] != assign[v])
+    total: float = sum(d["weight"] for u, v, d in graph.edges(data=True) if assign[u] != assign[v])
+    return total
 
 
 # ================================================================== Heavy-Edge (section 2.2)

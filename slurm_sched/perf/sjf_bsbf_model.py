@@ -166,7 +166,8 @@ def fit_iter_model(app: str, models_dir: Path | None = None) -> IterModel:
     comp = np.maximum(step - sync, 1e-6)
 
     def res_comp(p: np.ndarray) -> np.ndarray:
-        return np.log(p[0] + p[1] * bsz) - np.log(comp)
+        out: np.ndarray = np.log(p[0] + p[1] * bsz) - np.log(comp)
+        return out
 
     pc = least_squares(res_comp, [0.01, 0.001], bounds=([1e-6, 0.0], [100.0, 100.0])).x
     tc = pc[0] + pc[1] * bsz
@@ -179,7 +180,8 @@ def fit_iter_model(app: str, models_dir: Path | None = None) -> IterModel:
         net = np.where(reps > 1, net, 0.0)
         hi = np.maximum(tc, net)
         lo = np.minimum(tc, net)
-        return hi * (1.0 + (lo / hi) ** d) ** (1.0 / d)
+        out: np.ndarray = hi * (1.0 + (lo / hi) ** d) ** (1.0 / d)
+        return out
 
     q = least_squares(lambda q: np.log(predict(q)) - np.log(step),
                       [0.01, 0.001, 0.05, 0.01, 2.0],

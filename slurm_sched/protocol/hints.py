@@ -9,8 +9,8 @@ Slurm's comment limit)::
 The schema is documented in ``docs/hints.md`` and exported as JSON Schema to
 ``plugin/hints.schema.json``. The same rules are enforced twice: at submit time by
 ``plugin/job_submit.lua`` (so ``sbatch`` rejects a bad hint with a one-line message) and here,
-when the scheduler reads the job back. Keep both in step; ``tests/unit/protocol/test_hints.py`` runs the
-Lua validator against this module when a ``lua`` interpreter is installed.
+when the scheduler reads the job back. Keep both in step; ``tests/unit/protocol/test_hints.py``
+runs the Lua validator against this module when a ``lua`` interpreter is installed.
 
 Rules, in the order they are checked (the first failure is reported):
 

@@ -19,11 +19,12 @@ def hash_once(cls: type[_T]) -> type[_T]:
         if h is None:
             h = compute(self)
             object.__setattr__(self, "_hash", h)
-        return h
+        value: int = h
+        return value
 
     def __getstate__(self: Any) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
-    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
-    cls.__getstate__ = __getstate__  # type: ignore[method-assign,assignment]
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+    cls.__getstate__ = __getstate__  # type: ignore[method-assign]
     return cls

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
+from typing import Any
 
 from slurm_sched.model import JobSpec
 from slurm_sched.perf.rubick.hashing import hash_once
@@ -34,7 +35,7 @@ class JobInfo:
     tenant: str
 
 
-def job_info(spec: JobSpec, memo: dict[tuple, JobInfo | None] | None = None
+def job_info(spec: JobSpec, memo: dict[tuple[Any, ...], JobInfo | None] | None = None
              ) -> JobInfo | None:
     """Rubick's view of a job: None if its model is unknown (the job is then rigid).
 

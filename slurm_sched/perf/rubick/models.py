@@ -6,6 +6,7 @@ h, l, heads) and the artifact's micro-batch limits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from slurm_sched.perf.rubick.hashing import hash_once
 
@@ -46,7 +47,7 @@ class ModelSpec:
         return None
 
 
-def _lim(dp: int, dp_gc: int, zero: int, off: int, off_gc: int = 0) -> tuple:
+def _lim(dp: int, dp_gc: int, zero: int, off: int, off_gc: int = 0) -> tuple[Any, ...]:
     return (
         ("dp", False, dp), ("dp", True, dp_gc), ("zero-dp", False, zero),
         ("zero-dp", True, 0), ("zero-offload", False, off), ("zero-offload", True, off_gc),

@@ -141,7 +141,8 @@ def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
     t_opt = np.where(is_off, k_opt_off * f[:, _F_OFFOPT], k_opt * f[:, _F_OPT])
     t_off = f[:, _F_TOFF]
     t_oo = np.where(is_off, overlap(t_dp, t_off, k_off) + overlap(t_opt, t_off, k_swap), t_opt)
-    return t_cc + t_oo + k_const
+    total: np.ndarray = t_cc + t_oo + k_const
+    return total
 
 
 def _overlap_grads(x: np.ndarray, y: np.ndarray, k: float
@@ -279,7 +280,8 @@ def fit_model(model: ModelSpec, samples: Sequence[ProfileSample], fwd: ForwardPr
         return th
 
     def resid(x: np.ndarray) -> np.ndarray:
-        return np.log(np.maximum(predict_ms(full(x), feats), 1e-9)) - log_meas
+        out: np.ndarray = np.log(np.maximum(predict_ms(full(x), feats), 1e-9)) - log_meas
+        return out
 
     def jac(x: np.ndarray) -> np.ndarray:
         # d log(max(P, 1e-9)) = dP / P, and 0 where the floor holds

@@ -9,6 +9,7 @@ import abc
 import math
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
+from typing import Any
 
 from slurm_sched.model import Node, Placement
 from slurm_sched.policy.gandiva_stride import Slot
@@ -23,8 +24,8 @@ class ServerIndex(abc.ABC):
         self.admit = admit
         self.pos = {n.name: i for i, n in enumerate(nodes)}
         self.nodes = {n.name: n for n in nodes}
-        self.sorted: list[tuple] = []
-        self.by_node: dict[str, list[tuple]] = {}
+        self.sorted: list[tuple[Any, ...]] = []
+        self.by_node: dict[str, list[tuple[Any, ...]]] = {}
         #: servers whose loads changed since they were filed (re-filed at the next query)
         self.dirty: set[str] = set()
         for n in nodes:
@@ -34,7 +35,7 @@ class ServerIndex(abc.ABC):
         self.sorted.sort()
 
     @abc.abstractmethod
-    def _entries(self, n: Node) -> list[tuple]:
+    def _entries(self, n: Node) -> list[tuple[Any, ...]]:
         """The sorted-list entries of server ``n`` as it is now."""
 
     def _avail(self, n: Node) -> list[tuple[float, int, int]]:
@@ -87,7 +88,7 @@ class PickIndex(ServerIndex):
         self.size = size
         super().__init__(nodes, cap, admit)
 
-    def _entries(self, n: Node) -> list[tuple]:
+    def _entries(self, n: Node) -> list[tuple[Any, ...]]:
         size = self.size
         if n.num_gpus < size:
             return []
@@ -101,7 +102,7 @@ class PickIndex(ServerIndex):
         if size < num and size & (size - 1) == 0 and num & (num - 1) == 0:
             # _slot_sets' aligned blocks, inlined (thousands of servers re-filed a cycle)
             by_index = {a[2]: a for a in avail}
-            out: list[tuple] = []
+            out: list[tuple[Any, ...]] = []
             for start in range(0, num, size):
                 block = [by_index[g] for g in range(start, start + size) if g in by_index]
                 if len(block) < size:
@@ -121,7 +122,7 @@ class PickIndex(ServerIndex):
         if not entries:
             return None
         low = entries[0][0]
-        best: tuple | None = None
+        best: tuple[Any, ...] | None = None
         i = 0
         while i < len(entries):
             e = entries[i]
@@ -144,7 +145,7 @@ class WideIndex(ServerIndex):
         self.avail: dict[str, list[tuple[float, int, int]]] = {}
         super().__init__(nodes, cap, admit)
 
-    def _entries(self, n: Node) -> list[tuple]:
+    def _entries(self, n: Node) -> list[tuple[Any, ...]]:
         avail = sorted(self._avail(n))
         self.avail[n.name] = avail
         if not avail:

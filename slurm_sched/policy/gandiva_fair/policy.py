@@ -76,6 +76,7 @@ import math
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from slurm_sched.model import (
     Action,
@@ -114,6 +115,9 @@ ANY_POOL = "*"
 #: Tickets (GPUs) of a job in a pool where its user is entitled to nothing: it only uses GPUs
 #: nobody else wants at that moment.
 _BACKGROUND_TICKETS = 1e-3
+
+#: A pool's positions, tickets and tickets x pass of its uncapped jobs, then of all its jobs.
+_PoolLists = tuple[list[float], list[float], list[float], list[float], list[float], list[float]]
 
 
 class GandivaFair(Policy):
@@ -192,7 +196,7 @@ class GandivaFair(Policy):
         #: Memo of pure lookups: speed-ups by (job type, pool), job types by (name, batch)
         self._speeds: dict[tuple[str, str], float] = {}
         self._job_types: dict[tuple[str | None, int | None], str] = {}
-        self._trade_key: tuple | None = None
+        self._trade_key: tuple[Any, ...] | None = None
         self._trade_result: tuple[dict[str, dict[str, float]], list[Trade]] = ({}, [])
         #: Overhead counters (suspends, resumes, moves, swaps, trade rounds).
         self.counters: dict[str, int] = defaultdict(int)
@@ -529,7 +533,7 @@ class GandivaFair(Policy):
         ``only_free``: use only GPUs no other job holds."""
         cap = 1 if only_free else self.max_jobs_per_gpu
         order = {n.name: i for i, n in enumerate(nodes)}
-        best: tuple | None = None
+        best: tuple[Any, ...] | None = None
         best_p: Placement | None = None
         if any(n.num_gpus >= size for n in nodes):
             for n in nodes:
@@ -1072,7 +1076,7 @@ class GandivaFair(Policy):
         stats: dict[str, list[int]] = {}
         # pool -> positions, tickets, tickets x pass of uncapped jobs (0-2), then all (3-5);
         # built when a pool's sums must be taken, then kept up to date
-        lists: dict[str, tuple[list, list, list, list, list, list]] = {}
+        lists: dict[str, _PoolLists] = {}
 
         def add(h: HeldJob) -> None:
             w = h.tickets * (self._mem[h.job_id].pass_ or 0.0)
@@ -1089,8 +1093,8 @@ class GandivaFair(Policy):
                     ls[at + 1].insert(k, h.tickets)
                     ls[at + 2].insert(k, w)
 
-        def build(pool: str) -> tuple[list, list, list, list, list, list]:
-            ls: tuple[list, list, list, list, list, list] = ([], [], [], [], [], [])
+        def build(pool: str) -> _PoolLists:
+            ls: _PoolLists = ([], [], [], [], [], [])
             for i, h in enumerate(cy.held.values()):
                 pass_ = self._mem[h.job_id].pass_
                 if h.pool != pool or pass_ is None:

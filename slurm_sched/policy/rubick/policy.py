@@ -100,6 +100,12 @@ MIN_OBS_ITERATIONS = 100  # below this the trace's duration/steps is too coarse 
 SMALL_CLUSTER = 64  # nodes up to which the walk visits every node (no array skipping)
 _MISS = object()  # cache miss marker (None is a cached answer)
 
+#: A memo key made of a job's or a node's mixed parts (models, plans, counts, versions).
+_Key = tuple[Any, ...]
+#: A donor's answer: its job id, (its shrunk candidate or None for a preemption, {node: GPUs
+#: kept}), and its loss per GPU.
+_Donor = tuple[str, tuple[Cand | None, dict[str, int]], float]
+
 
 @dataclass
 class _Job:
@@ -165,23 +171,23 @@ class Rubick(Policy):
         self.catalog = catalog or measured_catalog()
         # learned state
         self._infos: dict[str, JobInfo | None] = {}
-        self._info_memo: dict[tuple, JobInfo | None] = {}  # job_info's, by job kind
+        self._info_memo: dict[_Key, JobInfo | None] = {}  # job_info's, by job kind
         self._models: dict[str, JobModel] = {}
-        self._times: dict[tuple, dict[tuple[Plan, Shape], float | None]] = {}
+        self._times: dict[_Key, dict[tuple[Plan, Shape], float | None]] = {}
         self._reconfs: dict[str, int] = {}
         self._minres: dict[str, tuple[int, int]] = {}  # job -> (gpus, cpg) of the last pass
         #: Reallocations of the last pass: (receiver, donor, sigma+, sigma-, receiver urgent)
         self.moves: list[tuple[str, str, float, float, bool]] = []
-        self._step_cache: dict[tuple, tuple | None] = {}
-        self._step_by_kind: dict[tuple, tuple | None] = {}  # one-node donors (_step_down)
-        self._donor_cache: dict[tuple, tuple | None] = {}
-        self._donor_content: dict[tuple, tuple | None] = {}  # the same by node content
-        self._cpu_memo: dict[tuple, int] = {}  # _choose_cpus of the pass
+        self._step_cache: dict[_Key, _Key | None] = {}
+        self._step_by_kind: dict[_Key, _Key | None] = {}  # one-node donors (_step_down)
+        self._donor_cache: dict[_Key, _Key | None] = {}
+        self._donor_content: dict[_Key, _Key | None] = {}  # the same by node content
+        self._cpu_memo: dict[_Key, int] = {}  # _choose_cpus of the pass
         #: queued jobs of the pass that got nothing, by what decided it (see _schedule_job)
-        self._failed: set[tuple] = set()
+        self._failed: set[_Key] = set()
         # JobModels by their inputs (pure functions of the job's info, the predictor version
         # and the cluster): jobs of one kind share one (thousands of jobs, a few hundred kinds)
-        self._shared_models: dict[tuple, tuple[JobInfo | None, JobModel]] = {}
+        self._shared_models: dict[_Key, tuple[JobInfo | None, JobModel]] = {}
         self._shared_cluster: object = None
         self._shared_cands: dict[JobInfo, list[Cand]] = {}  # same cluster as the models
         #: the models by request alone (tenant and class cleared) and predictor version
@@ -303,7 +309,7 @@ class Rubick(Policy):
                 self._shared_curves.clear()
                 self._shared_cands.clear()
             self._shared_cluster = cluster
-        key: tuple = (info, version) if info is not None else (view.spec.num_gpus, version)
+        key: _Key = (info, version) if info is not None else (view.spec.num_gpus, version)
         shared = self._shared_models.get(key)
         if shared is not None:
             if info is not None:
@@ -484,7 +490,7 @@ class Rubick(Policy):
         median before the predictor sees them: jobs running one configuration at different
         speeds would otherwise overwrite each other in snapshot order, and every pass over an
         unchanged cluster would then refit the model (and rebuild the curves of its jobs)."""
-        reports: dict[tuple, tuple[ModelSpec, Plan, Shape, float, list[float]]] = {}
+        reports: dict[_Key, tuple[ModelSpec, Plan, Shape, float, list[float]]] = {}
         for view in snapshot.running:
             info = self.info(view)
             if info is None or (view.spec.iterations or 0) < MIN_OBS_ITERATIONS:
@@ -948,7 +954,7 @@ class Rubick(Policy):
     # ------------------------------------------------------------------ donors
     def _lowest_donor(self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job],
                       node: str, receiver: _Job, privileged: bool
-                      ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
+                      ) -> _Donor | None:
         """GetLowestSlopeOverMinJob (L13): the donor on ``node`` losing the least per GPU.
 
         Memoised for the pass by the node's version: the answer depends only on the jobs on
@@ -973,12 +979,13 @@ class Rubick(Policy):
             self._donor_cache[key] = got
         if not here:  # the receiver-independent answer: filed for the walk's skipping
             state.dsig[privileged][state.pos[node]] = math.inf if got is None else got[2]
-        return got
+        donor: _Donor | None = got
+        return donor
 
     def _lowest_donor_uncached(
         self, snapshot: ClusterSnapshot, state: State, jobs: dict[str, _Job], node: str,
         receiver: _Job, privileged: bool,
-    ) -> tuple[str, tuple[Cand | None, dict[str, int]], float] | None:
+    ) -> _Donor | None:
         best = None
         for did in sorted(state.nodes[node].jobs):
             if did == receiver.jid:
@@ -1028,7 +1035,7 @@ class Rubick(Policy):
             got = self._step_by_kind[key] = self._step_down_uncached(state, d, node)
         if got is None:
             return None
-        (cand, emb), sigma = got  # type: ignore[misc]
+        (cand, emb), sigma = got
         if emb:  # {the node it was computed on: GPUs kept}; {} is a preemption
             (kept,) = emb.values()
             emb = {node: kept}
@@ -1115,7 +1122,7 @@ class Rubick(Policy):
         return Alloc(parts, cpus, mem, cand, cpg)
 
     # ------------------------------------------------------------------ actions
-    def _settings(self, j: _Job, a: Alloc, memo: dict[tuple, JobSettings]) -> JobSettings:
+    def _settings(self, j: _Job, a: Alloc, memo: dict[_Key, JobSettings]) -> JobSettings:
         """The settings of an allocation. ``memo``: the pass's settings by what they are made
         of (jobs of one kind on one configuration share one frozen object)."""
         info = j.jm.info
@@ -1137,7 +1144,7 @@ class Rubick(Policy):
                  jobs: dict[str, _Job]) -> list[Action]:
         preempts: list[Action] = []
         moves: list[tuple[str, Alloc, JobSettings, bool]] = []
-        settings_memo: dict[tuple, JobSettings] = {}
+        settings_memo: dict[_Key, JobSettings] = {}
         for jid, j in jobs.items():
             old = before.get(jid)
             new = state.alloc.get(jid)
