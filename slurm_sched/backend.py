@@ -13,6 +13,10 @@ Contract (checked by ``tests/contract/``, run against both implementations):
 - ``finished()`` says whether there is nothing left to do (the simulator: every trace job has
   completed; Slurm: never, unless a test bounded the run).
 - ``completed()`` returns the records of jobs that finished, for metrics.
+
+Inside ``apply`` a backend refuses an action by raising :class:`ActionRejected` (``require``,
+:mod:`slurm_sched.placement_check`); :func:`slurm_sched.idempotent_apply.apply_idempotent` turns
+it into ``ActionResult(ok=False, error=str(exc))``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,18 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from slurm_sched.model import Action, ActionResult, ClusterSnapshot, JobSpec
+from slurm_sched.model import Action, ActionResult, ClusterSnapshot, JobSpec, JobState, JobView
+
+
+class ActionRejected(Exception):
+    """An action the backend cannot apply now; ``apply`` returns it as
+    ``ActionResult(ok=False, error=str(exc))``, never raises it."""
+
+
+def require(view: JobView, state: JobState, kind: str) -> None:
+    """Reject a ``kind`` action unless the job is in ``state``."""
+    if view.state is not state:
+        raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
 
 
 class CompletedJob(BaseModel):
