@@ -4,7 +4,8 @@ It owns the event queue (arrivals, completions) and the simulated time. Progress
 lazily (see :class:`~slurm_sched.model.job.JobView`): a job's view changes only when its state,
 placement or rate changes, so a snapshot is cheap even with thousands of active jobs.
 
-Rules it enforces (an action breaking one fails as data, never silently):
+Rules it enforces (an action breaking one fails as data, never silently; the placement checks
+are the shared ones of :mod:`slurm_sched.placement_check`):
 - a GPU holds at most ``max_jobs_per_gpu`` jobs (running or suspended); ``Start`` and ``Migrate``
   need GPUs no other job holds, ``Share`` may join jobs already there;
 - a job's GPUs must be of its required type, exist on the named nodes, and (except for
@@ -18,7 +19,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from slurm_sched.backend import ClusterBackend, CompletedJob
+from slurm_sched.backend import ActionRejected, ClusterBackend, CompletedJob, require
+from slurm_sched.idempotent_apply import apply_idempotent
 from slurm_sched.model import (
     Action,
     ActionResult,
@@ -30,16 +32,13 @@ from slurm_sched.model import (
     JobView,
     Placement,
 )
+from slurm_sched.placement_check import check_placement
 from slurm_sched.sim.events import Event, EventKind, EventQueue
 from slurm_sched.sim.progress import ProgressModel
 
 log = logging.getLogger(__name__)
 
 Slot = tuple[str, int]
-
-
-class ActionRejected(Exception):
-    """Internal: an action cannot be applied; becomes ``ActionResult(ok=False)``."""
 
 
 class SimulatedBackend(ClusterBackend):
@@ -218,22 +217,14 @@ class SimulatedBackend(ClusterBackend):
         return len(self._completed)
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
-        results: list[ActionResult] = []
         changed: list[JobView] = []
-        for action in actions:
-            rid = action.request_id
-            if rid is not None and rid in self._results_by_request:
-                results.append(self._results_by_request[rid])
-                continue
-            try:
-                changed.extend(self._apply_one(action))
-                res = ActionResult(action=action, ok=True)
-            except ActionRejected as e:
-                res = ActionResult(action=action, ok=False, error=str(e))
-                log.debug("t=%.0f rejected %s %s: %s", self.now_s, action.kind, action.job_id, e)
-            if rid is not None:
-                self._results_by_request[rid] = res
-            results.append(res)
+
+        def admit(_index: int, action: Action) -> None:
+            changed.extend(self._apply_one(action))
+
+        results = apply_idempotent(
+            actions, self._results_by_request, admit, on_rejected=self._log_rejection
+        )
         if changed:
             affected: dict[str, None] = {}
             for v in changed:
@@ -244,6 +235,9 @@ class SimulatedBackend(ClusterBackend):
             self._refresh_rates(affected)
         return results
 
+    def _log_rejection(self, action: Action, exc: Exception) -> None:
+        log.debug("t=%.0f rejected %s %s: %s", self.now_s, action.kind, action.job_id, exc)
+
     # ------------------------------------------------------------------ actions
     def _apply_one(self, a: Action) -> list[JobView]:
         v = self._views.get(a.job_id)
@@ -251,15 +245,15 @@ class SimulatedBackend(ClusterBackend):
             raise ActionRejected(f"job {a.job_id} is not active (unknown, not arrived or finished)")
         kind = a.kind
         if kind in ("start", "share"):
-            self._require(v, JobState.PENDING, a)
+            require(v, JobState.PENDING, kind)
             self._check_placement(v, a.placement, allow_shared=(kind == "share"), exact=True)
             restarted = v.first_start_s is not None
             return [self._place(v, a.placement, a.settings, restarted=restarted)]
         if kind == "suspend":
-            self._require(v, JobState.RUNNING, a)
+            require(v, JobState.RUNNING, kind)
             return [self._set_state(v, JobState.SUSPENDED)]
         if kind == "resume":
-            self._require(v, JobState.SUSPENDED, a)
+            require(v, JobState.SUSPENDED, kind)
             return [self._set_state(v, JobState.RUNNING)]
         if kind == "preempt":
             if v.state not in (JobState.RUNNING, JobState.SUSPENDED):
@@ -278,7 +272,7 @@ class SimulatedBackend(ClusterBackend):
             return [v]
         if kind in ("migrate", "reconfigure"):
             if kind == "migrate":
-                self._require(v, JobState.RUNNING, a)
+                require(v, JobState.RUNNING, kind)
             elif v.state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {v.job_id}; resume first")
             old = v
@@ -300,42 +294,19 @@ class SimulatedBackend(ClusterBackend):
             return [old, nv]
         raise ActionRejected(f"unknown action kind {kind!r}")
 
-    @staticmethod
-    def _require(v: JobView, state: JobState, a: Action) -> None:
-        if v.state is not state:
-            raise ActionRejected(f"cannot {a.kind} job {v.job_id} in state {v.state}")
-
     def _check_placement(
         self, v: JobView, p: Placement, *, allow_shared: bool, exact: bool
     ) -> None:
-        if exact and p.num_gpus != v.spec.num_gpus:
-            raise ActionRejected(
-                f"job {v.job_id} asks for {v.spec.num_gpus} GPU(s), placement has {p.num_gpus}"
-            )
-        by_name = self.cluster.by_name
-        for part in p.parts:
-            node = by_name.get(part.node)
-            if node is None:
-                raise ActionRejected(f"unknown node {part.node!r}")
-            if v.spec.gpu_type is not None and node.gpu_type != v.spec.gpu_type:
-                raise ActionRejected(
-                    f"job {v.job_id} needs {v.spec.gpu_type} GPUs, "
-                    f"node {node.name} has {node.gpu_type}"
-                )
-            for g in part.gpus:
-                if g >= node.num_gpus:
-                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
-                holders = self._slot_jobs.get((node.name, g), ())
-                if holders and not allow_shared:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
-                        "use Share to co-locate"
-                    )
-                if len(holders) >= self.max_jobs_per_gpu:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} already holds {len(holders)} job(s) "
-                        f"(max {self.max_jobs_per_gpu})"
-                    )
+        """The shared placement checks against this cluster's holders and sharing capacity."""
+        check_placement(
+            v,
+            p,
+            self.cluster,
+            self._slot_jobs,
+            share=allow_shared,
+            exact=exact,
+            max_jobs_per_gpu=self.max_jobs_per_gpu,
+        )
 
     # ------------------------------------------------------------------ state changes
     def _place(
