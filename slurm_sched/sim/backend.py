@@ -4,6 +4,9 @@ It owns the event queue (arrivals, completions) and the simulated time. Progress
 lazily (see :class:`~slurm_sched.model.job.JobView`): a job's view changes only when its state,
 placement or rate changes, so a snapshot is cheap even with thousands of active jobs.
 
+It starts empty and is fed a trace, or continues a captured state
+(:meth:`SimulatedBackend.from_state`, used by snapshot replay).
+
 Rules it enforces (an action breaking one fails as data, never silently; the placement checks
 are the shared ones of :mod:`slurm_sched.placement_check`):
 - a GPU holds at most ``max_jobs_per_gpu`` jobs (running or suspended); ``Start`` and ``Migrate``
@@ -20,6 +23,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from slurm_sched.backend import ActionRejected, ClusterBackend, CompletedJob, require
+from slurm_sched.errors import InputError
 from slurm_sched.idempotent_apply import apply_idempotent
 from slurm_sched.model import (
     Action,
@@ -32,7 +36,7 @@ from slurm_sched.model import (
     JobView,
     Placement,
 )
-from slurm_sched.placement_check import check_placement
+from slurm_sched.placement_check import check_placement, missing_gpu
 from slurm_sched.sim.events import Event, EventKind, EventQueue
 from slurm_sched.sim.progress import ProgressModel
 
@@ -92,7 +96,98 @@ class SimulatedBackend(ClusterBackend):
         self._busy_since_s = 0.0
         self.busy_gpu_s = 0.0
         self.first_submit_s: float | None = None
+        #: GPUs held by jobs outside the simulation (see from_state): never free
+        self.blocked_gpus: tuple[Slot, ...] = ()
         self._load(jobs)
+
+    # ------------------------------------------------------------------ seeding
+    @classmethod
+    def from_state(
+        cls,
+        snapshot: ClusterSnapshot,
+        *,
+        progress: ProgressModel | None = None,
+        restart_overhead_s: float = 30.0,
+        max_jobs_per_gpu: int = 2,
+    ) -> SimulatedBackend:
+        """A simulated cluster that continues ``snapshot`` (a captured state) from its time.
+
+        Contract: the trace is the snapshot's jobs; each arrives at its submit time, or at the
+        snapshot time if it was submitted later. Time then stands at the snapshot time (at least
+        0) and every job is as the snapshot shows it, its progress folded up to that time:
+        running and suspended jobs hold their GPUs, pending ones wait (a preempted job resumes
+        from its progress). A job too big for the cluster is in ``rejected``, as for a trace.
+        GPUs the snapshot shows neither free nor held by one of its jobs are in
+        ``blocked_gpus`` and never become free (their holders are not in the snapshot, so
+        nobody knows when they end). Other arguments: as for the constructor.
+
+        The snapshot's jobs are unfinished, with unique ids; a running or suspended job has a
+        placement, a pending one has none (:func:`~slurm_sched.service.snapshot_io.load_snapshot`
+        checks this for a file).
+
+        Raises:
+            InputError: a placement names a GPU the cluster does not have, or a GPU is held by
+                more than ``max_jobs_per_gpu`` jobs.
+        """
+        now = snapshot.now_s
+        specs = [
+            v.spec if v.spec.submit_time_s <= now
+            else v.spec.model_copy(update={"submit_time_s": max(0.0, now)})
+            for v in snapshot.jobs
+        ]
+        backend = cls(snapshot.cluster, specs, progress=progress,
+                      restart_overhead_s=restart_overhead_s, max_jobs_per_gpu=max_jobs_per_gpu)
+        backend.advance_to(max(0.0, now))
+        backend._seed(snapshot)
+        return backend
+
+    def _seed(self, snapshot: ClusterSnapshot) -> None:
+        """Put the (arrived) jobs of ``snapshot`` in their state; block the GPUs held outside."""
+        now = self.now_s
+        holders: dict[Slot, int] = {}
+        placed: list[str] = []
+        for v in snapshot.jobs:
+            if v.job_id not in self._views:  # rejected: can never fit this cluster
+                continue
+            # progress folded up to now (a view is exact as of its own accounted_at_s only);
+            # the spec as loaded (its submit time may have been moved to the snapshot time)
+            update: dict[str, object] = {
+                "spec": self._specs[v.job_id],
+                "work_done_s": v.work_done_at(now),
+                "executed_s": v.executed_at(now),
+                "accounted_at_s": now,
+                "rate": 0.0,
+            }
+            if v.state is JobState.PENDING:
+                self._store(v.model_copy(update=update))
+                continue
+            assert v.placement is not None
+            missing = missing_gpu(self.cluster, v.placement)
+            if missing is not None:
+                raise InputError("no such GPU in the cluster", field="placement",
+                                 value=f"{missing[0]}:{missing[1]}")
+            for slot in v.placement.slots():
+                holders[slot] = holders.get(slot, 0) + 1
+                if holders[slot] > self.max_jobs_per_gpu:
+                    raise InputError(
+                        f"GPU {slot[0]}:{slot[1]} is held by more jobs than the replay's "
+                        f"capacity of {self.max_jobs_per_gpu} per GPU",
+                        field="placement", value=v.job_id,
+                    )
+            nv = v.model_copy(update=update)
+            self._store(nv)
+            self._take_slots(nv)
+            placed.append(v.job_id)
+        blocked: list[Slot] = []
+        for node in snapshot.cluster.nodes:
+            shown_free = set(snapshot.free_gpus.get(node.name, ()))
+            for g in range(node.num_gpus):
+                if (node.name, g) not in holders and g not in shown_free:
+                    self._free[node.name].discard(g)
+                    self._free_dirty.add(node.name)
+                    blocked.append((node.name, g))
+        self._refresh_rates(placed)
+        self.blocked_gpus = tuple(blocked)
 
     # ------------------------------------------------------------------ trace
     def _load(self, jobs: Iterable[JobSpec]) -> None:
