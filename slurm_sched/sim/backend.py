@@ -122,8 +122,7 @@ class SimulatedBackend(ClusterBackend):
         nobody knows when they end). Other arguments: as for the constructor.
 
         The snapshot's jobs are unfinished, with unique ids; a running or suspended job has a
-        placement, a pending one has none (:func:`~slurm_sched.service.snapshot_io.load_snapshot`
-        checks this for a file).
+        placement, a pending one has none.
 
         Raises:
             InputError: a placement names a GPU the cluster does not have, or a GPU is held by
