@@ -14,7 +14,7 @@ uses a fresh policy (cold caches), so the time includes building every gamma. Co
   consecutive windows of W nodes in priority order), the path taken when the jobs' profiles
   are too diverse to compress.
 
-Target (issue 5): <= 1 s for the default configuration.
+Target: <= 1 s for the default configuration.
 """
 
 from __future__ import annotations

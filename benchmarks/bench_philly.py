@@ -4,7 +4,7 @@ Run:
     python benchmarks/bench_philly.py [--policies fifo,tiresias] [--out results.json]
 
 Each policy runs in a fresh subprocess so its peak RSS (ru_maxrss of that process) is its own.
-Targets (issue 2): Tiresias <= 60 s wall and <= 2 GB peak RSS on a 2-core machine.
+Targets: Tiresias <= 60 s wall and <= 2 GB peak RSS on a 2-core machine.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Scale benchmark (issue #10): one ``decide()`` of every registered policy on a big snapshot.
+"""Scale benchmark: one ``decide()`` of every registered policy on a big snapshot.
 
 Run:
     python benchmarks/bench_scale.py [--nodes 1024] [--pending 10000] [--running 4000]
         [--repeats 5] [--policies a,b] [--budget-s 60] [--seed 0]
         [--out benchmarks/results/scale.json]
-    python benchmarks/bench_scale.py --table benchmarks/results/scale.json   # README table
+    python benchmarks/bench_scale.py --table benchmarks/results/scale.json   # docs/benchmarks.md
 
 The snapshot (seeded, built once):
 
@@ -280,8 +280,8 @@ def measure(name: str, make: Callable[[], ClusterSnapshot], repeats: int,
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    """The README table of a results JSON: per policy the median (max) wall seconds of the first
-    and the steady ``decide()``, the median CPU seconds, the actions, and the verdict."""
+    """docs/benchmarks.md's table of a results JSON: per policy the median (max) wall seconds of
+    the first and the steady ``decide()``, the median CPU seconds, the actions, and the verdict."""
     lines = [
         "| policy | first decide, s median (max) | steady decide, s median (max) | CPU s "
         "first / steady | actions | calibration s | <= 1 s |",

@@ -13,10 +13,9 @@ Slurm also puts it). Reported:
 
 - ``apply_s``: wall time of that ``apply()`` (validation, settings files, the pin batch: ONE
   ``scontrol`` process fed on stdin, then the go batch: ``StartTime=now`` as five job-list
-  updates of 100 jobs. Before the lease design jobs were held and a release batch followed the
-  pins; with the first lease design each pin carried ``StartTime=now`` and there was no go);
+  updates of 100 jobs);
 - ``bulk_release_to_running_*``: per job, from the command that lets it start (the last batch of
-  the ``apply()``: the go now; estimated: the batch runs its jobs one after the other, so job k is
+  the ``apply()``: the go; estimated: the batch runs its jobs one after the other, so job k is
   taken to be let go at start + (k + 0.5) / n of the batch) to the first ``squeue`` poll (every
   50 ms) that shows it RUNNING;
 - ``probe_release_to_running_*``: afterwards, with the 500 jobs cancelled, ``--probe`` (20) jobs

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSpec, parse_cluster_spec
 from slurm_sched.perf.fairness import FairnessProbe, jain_index, trading_gain
@@ -46,6 +45,7 @@ from slurm_sched.policy.gandiva_trading import (
     trade,
 )
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.workloads import gandiva_fair as wl
 
 RESULTS = Path(__file__).resolve().parent / "results"

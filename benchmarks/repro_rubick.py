@@ -26,27 +26,27 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobView, Node
-from slurm_sched.perf.rubick_model import (
+from slurm_sched.perf.rubick.job_info import job_info
+from slurm_sched.perf.rubick.measured import (
     HELD_OUT_DP,
     HELD_OUT_GPUS,
-    MODELS,
     WELL_BEHAVED,
-    OraclePredictor,
-    Plan,
-    RubickProgress,
     held_out_errors,
-    job_info,
     measured_catalog,
     profiled_model,
-    speed_of,
 )
+from slurm_sched.perf.rubick.models import MODELS
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.predictors import OraclePredictor
+from slurm_sched.perf.rubick.world_speed import RubickProgress, speed_of
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.rubick import Rubick, get_best_plan
+from slurm_sched.policy.rubick import Rubick
+from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.policy.rubick_baselines import AntManRubick, Sia, Synergy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import compute_metrics
 from slurm_sched.traces import bundled, read_trace
 

@@ -39,16 +39,17 @@ from typing import Any
 
 from slurm_sched.hostinfo import package_versions
 from slurm_sched.model import JobSpec, parse_cluster_spec
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.perf.sjf_bsbf_model import (
     GAVEL_ANALOGUES,
     GPU_MEMORY_GB,
     SWEEP_XI,
     GavelXi,
-    SjfBsbfWorld,
     UniformXi,
     fit_report,
     job_profile,
 )
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.fifo import Fifo
 from slurm_sched.policy.pollux import Pollux, _Job, exhaustive_counts, greedy_counts, objective
@@ -56,7 +57,6 @@ from slurm_sched.policy.sjf import Sjf
 from slurm_sched.policy.sjf_bsbf import SjfBsbf
 from slurm_sched.policy.sjf_ffs import FfsSubBatch, SjfFfs
 from slurm_sched.policy.tiresias import Tiresias
-from slurm_sched.sim.progress import ProgressModel
 from slurm_sched.sim.runner import simulate
 from slurm_sched.traces import read_trace
 from slurm_sched.traces.pollux_workload import default_models_dir

@@ -15,7 +15,7 @@ For jobs in the partitions managed by the slurm_sched external scheduler it
      (the scheduler), so that owners cannot jump the queue.
 Jobs in other partitions are not touched.
 
-The hint rules are the same as slurm_sched/slurm/hints.py (checked by
+The hint rules are the same as slurm_sched/protocol/hints.py (checked by
 tests/unit/test_hints.py). Slurm 22.05 embeds Lua 5.1 and lua-cjson may be
 missing, so this file carries its own small RFC 8259 JSON parser; it also runs
 on Lua 5.3. Nothing outside this file is required.

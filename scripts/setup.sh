@@ -7,7 +7,7 @@
 #   * a virtual environment in .venv (reusing already-installed site packages when present),
 #     with slurm_sched installed in editable mode plus the dev tools (pytest, hypothesis, ruff)
 #     and torch (the job runtime and its tests).
-#   * the compiled core (slurm_sched.native: the Rubick module built with mypyc, about twice as
+#   * the compiled core (slurm_sched.native: Rubick's policy built with mypyc, about twice as
 #     fast, same decisions), rebuilt only when its source changed; gcc and python3-dev come from
 #     apt when missing. Without it everything runs from source (a warning says so).
 #

@@ -24,9 +24,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
-
-from slurm_sched.model import Action, ActionResult, ClusterSnapshot, JobSpec, JobState, JobView
+from slurm_sched.model import (
+    Action,
+    ActionResult,
+    ClusterSnapshot,
+    CompletedJob,
+    JobState,
+    JobView,
+)
 
 
 class ActionRejected(Exception):
@@ -38,27 +43,6 @@ def require(view: JobView, state: JobState, kind: str) -> None:
     """Reject a ``kind`` action unless the job is in ``state``."""
     if view.state is not state:
         raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
-
-
-class CompletedJob(BaseModel):
-    """A finished job's accounting record (what the metrics are computed from)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    spec: JobSpec
-    first_start_s: float
-    finish_s: float
-    executed_s: float
-    preemptions: int = 0
-
-    @property
-    def jct_s(self) -> float:
-        return self.finish_s - self.spec.submit_time_s
-
-    @property
-    def queue_s(self) -> float:
-        """Time not spent running: waiting before the first start and after preemptions."""
-        return max(0.0, self.jct_s - self.executed_s)
 
 
 class ClusterBackend(abc.ABC):

@@ -2,289 +2,93 @@
 
 Every bad input ends in one line on stderr, ``error: <file>:<line>: field '<f>' = <value>: <why>``,
 and exit code 2; never a traceback.
+
+The root group knows its commands by name (:data:`COMMANDS`) and imports a command's module only
+when that command runs, so that ``slurm-sched --help`` starts in a fraction of the time the
+policies, pydantic and the numeric libraries take to import.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
 import sys
-import time
-from pathlib import Path
 
 import click
 
 from slurm_sched import __version__
 from slurm_sched.errors import ClusterMisreadError, InputError, SlurmSchedError
-from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
-from slurm_sched.policy import registry
 
 log = logging.getLogger("slurm_sched")
 
 EXIT_INPUT = 2
 EXIT_FAILURE = 1
 
-
-def _cluster(_ctx: click.Context, _param: click.Parameter, value: str) -> Cluster:
-    return parse_cluster_spec(value)
-
-
-def _policy_names(value: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
-        raise InputError("no policy given", field="policies", value=value)
-    for n in names:
-        registry.create(n)  # validates the name, one-line error if unknown
-    return names
-
-
-def _load_trace(path: str, fmt: str | None, limit: int | None) -> list[JobSpec]:
-    from slurm_sched import traces
-
-    p = Path(path)
-    if not p.exists():
-        try:
-            p = traces.bundled(path)
-        except (InputError, FileNotFoundError, KeyError, ValueError):
-            raise InputError("no such file (nor a bundled trace of that name)",
-                             field="trace", value=path) from None
-    jobs = traces.read_trace(p, fmt)
-    if limit is not None:
-        jobs = jobs[:limit]
-    return jobs
-
-
-class _Progress:
-    """A throttled one-line progress display on stderr (a bar on a terminal)."""
-
-    def __init__(self, label: str, enabled: bool) -> None:
-        self.label = label
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._last = 0.0
-        self._t0 = time.monotonic()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < (0.2 if self.tty else 5.0):
-            return
-        self._last = now
-        frac = done / total if total else 1.0
-        bar = "#" * int(frac * 30)
-        msg = (f"{self.label} [{bar:<30}] {done}/{total} jobs done "
-               f"({frac:.0%}, {now - self._t0:.0f}s)")
-        if self.tty:
-            click.echo("\r" + msg, err=True, nl=done >= total)
-        else:
-            click.echo(msg, err=True)
+#: Every command: name -> (``module:attribute`` of its click command, the first line of its help).
+#: ``tests/unit/test_cli.py`` checks that each help line is the command's own.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "cluster": ("slurm_sched.slurm.cluster_cli:cluster_cli",
+                "A real Slurm cluster on this machine (root; fake GPUs), for tests and demos."),
+    "compare": ("slurm_sched.sim.sim_cli:compare",
+                "Simulate several policies on the same trace and compare them."),
+    "explain": ("slurm_sched.service.tools_cli:explain_cmd",
+                "Why a job waits and what it would need (state, queue position, free GPUs, "
+                "policy)."),
+    "native": ("slurm_sched.native_cli:native",
+               "The compiled core (mypyc builds of the hot policy modules; see "
+               "slurm_sched.native)."),
+    "policies": ("slurm_sched.sim.sim_cli:policies",
+                 "List the available policies: name, paper, one line each."),
+    "profile": ("slurm_sched.runtime.profile_cli:profile",
+                "Measure iteration time vs batch size, memory and interference on this machine."),
+    "replay": ("slurm_sched.service.tools_cli:replay_cmd",
+               "What a policy would do on a captured state now (and, with --simulate, "
+               "afterwards)."),
+    "run": ("slurm_sched.service.run_cli:run_cmd",
+            "Run the scheduler daemon on the live Slurm cluster (SIGTERM stops it cleanly, "
+            "SIGHUP reloads the config)."),
+    "simulate": ("slurm_sched.sim.sim_cli:simulate", "Simulate one policy on a trace."),
+    "snapshot": ("slurm_sched.service.tools_cli:snapshot_cmd",
+                 "Capture the live state (read-only), or what the scheduler would see of a "
+                 "cluster recorded in JSON files (--from-json, --nodes), into a snapshot file "
+                 "for replay and explain."),
+}
 
 
-common_sim_options = [
-    click.option("--trace", "trace", required=True,
-                 help="Trace file, or a bundled trace name such as muri/trace1.csv."),
-    click.option("--trace-format", "trace_format", default=None,
-                 help="Trace format (default: detected from the header)."),
-    click.option("--cluster", "cluster", required=True, callback=_cluster,
-                 help="Cluster NxG[:type][,NxG[:type]...], e.g. 16x4 or 3x8:v100,6x8:p100."),
-    click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=30.0,
-                 show_default=True, help="Dead time after a job restarts (preempt/migrate)."),
-    click.option("--limit", type=click.IntRange(min=1), default=None,
-                 help="Use only the first N jobs of the trace."),
-    click.option("--progress-model", "progress_model", default=None,
-                 help="Simulated world (GPU speeds, interference...): a name from "
-                      "slurm_sched.perf; default: the one the policies were evaluated in."),
-    click.option("--format", "out_format", type=click.Choice(["table", "json"]),
-                 default="table", show_default=True),
-    click.option("--quiet", is_flag=True, help="No progress output."),
-    click.option("-o", "--option", "policy_options", multiple=True, metavar="KEY=VALUE",
-                 help="A policy option (repeatable), e.g. -o round_s=5 or -o tau=0; values are "
-                      "JSON (numbers, true/false, lists) or plain strings. With several "
-                      "policies it goes to each that takes it; `slurm-sched policies "
-                      "--options` lists them."),
-]
+def load_command(name: str) -> click.Command:
+    """Import and return the click command registered under ``name``."""
+    target, _ = COMMANDS[name]
+    module, attr = target.split(":")
+    command = getattr(importlib.import_module(module), attr)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{target} is not a click command")
+    return command
 
 
-def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, dict[str, object]]:
-    """``KEY=VALUE`` items -> {policy: {key: value}} for each named policy that takes the key.
+class LazyGroup(click.Group):
+    """A group whose commands are imported when invoked; ``--help`` lists :data:`COMMANDS`."""
 
-    A key that none of ``names`` takes is an :class:`InputError` naming it.
-    """
-    parsed: dict[str, object] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise InputError("expected KEY=VALUE", field="--option", value=item)
-        try:
-            parsed[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            parsed[key] = raw
-    per_policy: dict[str, dict[str, object]] = {n: {} for n in names}
-    for key, value in parsed.items():
-        takers = [n for n in names if key in registry.info(n).options]
-        if not takers:
-            raise InputError(
-                f"no policy of {', '.join(names)} takes this option (see `slurm-sched policies "
-                "--options`)", field="--option", value=f"{key}={value}")
-        for n in takers:
-            per_policy[n][key] = value
-    return per_policy
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
+        rows = [(n, click.Command(n, help=COMMANDS[n][1]).get_short_help_str(limit))
+                for n in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-def _with_options(options):
-    def deco(f):
-        for o in reversed(options):
-            f = o(f)
-        return f
-
-    return deco
-
-
-@click.group()
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="slurm-sched")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def cli(verbose: int) -> None:
     """External Slurm scheduler for deep-learning jobs, and its trace-driven simulator."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-def _world(names: list[str], progress_model: str | None) -> str:
-    """One progress model for every policy of a comparison (a fair comparison needs one world)."""
-    from slurm_sched.perf import registry as perf_registry
-
-    if progress_model is not None:
-        perf_registry.create(progress_model)  # validates the name
-        return progress_model
-    wanted = {registry.create(n).progress_model for n in names} - {None}
-    if len(wanted) > 1:
-        raise InputError(
-            f"these policies were evaluated in different worlds ({', '.join(sorted(wanted))}); "
-            "choose one with --progress-model", field="policies", value=",".join(names))
-    return wanted.pop() if wanted else "identity"
-
-
-def _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model=None, options=()):
-    from slurm_sched.sim.runner import simulate
-
-    per_policy = parse_policy_options(options, names)
-    world = _world(names, progress_model)
-    results = {}
-    for name in names:
-        prog = _Progress(name, enabled=not quiet)
-        policy = registry.create(name, per_policy[name])
-        res = simulate(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
-                       progress_model=world, on_progress=prog)
-        for spec, why in res.rejected[:1]:
-            click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
-                       f"were not run, e.g. {spec.job_id}: {why}", err=True)
-        results[name] = res
-    return results
-
-
-def _emit(results, out_format: str) -> None:
-    from slurm_sched.sim.report import format_table, to_json
-
-    rows = [r.metrics for r in results.values()]
-    click.echo(to_json(rows) if out_format == "json" else format_table(rows))
-
-
-@cli.command()
-@click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
-@_with_options(common_sim_options)
-def simulate(policy, trace, trace_format, cluster, restart_overhead_s, limit, progress_model,
-             out_format, quiet, policy_options):
-    """Simulate one policy on a trace."""
-    names = _policy_names(policy)
-    jobs = _load_trace(trace, trace_format, limit)
-    _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model,
-               policy_options), out_format)
-
-
-@cli.command()
-@click.option("--policies", required=True, help="Comma-separated policy names.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a JCT CDF plot (PNG) here.")
-@_with_options(common_sim_options)
-def compare(policies, plot, trace, trace_format, cluster, restart_overhead_s, limit,
-            progress_model, out_format, quiet, policy_options):
-    """Simulate several policies on the same trace and compare them."""
-    names = _policy_names(policies)
-    jobs = _load_trace(trace, trace_format, limit)
-    results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model,
-                   policy_options)
-    _emit(results, out_format)
-    if plot:
-        from slurm_sched.sim.report import plot_jct_cdf
-
-        out = plot_jct_cdf({n: r.completed for n, r in results.items()}, plot,
-                           title=f"{Path(trace).name} on {len(cluster.nodes)} nodes, "
-                                 f"{cluster.total_gpus} GPUs")
-        click.echo(f"plot written to {out}", err=True)
-
-
-@cli.command()
-@click.option("--options", "show_options", is_flag=True,
-              help="Also list each policy's options (for -o KEY=VALUE).")
-def policies(show_options: bool) -> None:
-    """List the available policies: name, paper, one line each."""
-    infos = registry.available()
-    w = max(len(p.name) for p in infos)
-    for p in infos:
-        oracle = " [uses true durations]" if p.clairvoyant else ""
-        click.echo(f"{p.name.ljust(w)}  {p.summary}{oracle}  ({p.paper})")
-        if show_options:
-            click.echo(f"{'':{w}}  options: {', '.join(p.options) or 'none'}")
-
-
-@cli.group()
-def native() -> None:
-    """The compiled core (mypyc builds of the hot policy modules; see slurm_sched.native)."""
-
-
-@native.command("build")
-def native_build() -> None:
-    """Compile the hot modules; later imports use the build while it matches the source."""
-    from slurm_sched import native as nat
-
-    try:
-        built = nat.build()
-    except nat.NativeBuildError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"built {', '.join(sorted(built))} into {nat.NATIVE_DIR}")
-
-
-@native.command("status")
-def native_status() -> None:
-    """Per compiled module: whether it runs compiled in this environment, and if not why."""
-    from slurm_sched import native as nat
-
-    for name, state in nat.status().items():
-        click.echo(f"{name}: {state}")
-
-
-def _add_optional_groups() -> None:
-    from slurm_sched.runtime.profile_cli import profile  # torch is imported only when it runs
-
-    cli.add_command(profile)
-    from slurm_sched.service.tools_cli import explain_cmd, replay_cmd, snapshot_cmd
-
-    cli.add_command(snapshot_cmd)
-    cli.add_command(replay_cmd)
-    cli.add_command(explain_cmd)
-    from slurm_sched.service.run_cli import run_cmd
-
-    cli.add_command(run_cmd)
-    try:
-        from slurm_sched.slurm.cluster_cli import cluster_cli
-    except ImportError:  # the Slurm side is optional for pure simulation users
-        return
-    cli.add_command(cluster_cli, "cluster")
-
-
-_add_optional_groups()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,9 @@
 """Clocks: the one place that knows whether time is simulated or real.
 
 The :class:`~slurm_sched.controller.Controller` asks ``wait(wake_at_s)`` for the time of its next
-cycle. The simulated clock jumps to the next event (arrival, completion) or to the policy's timer,
-whichever comes first, handling the events on the way. The wall clock sleeps until the timer or
-the next fixed period, whichever comes first (a Slurm event source may wake it earlier).
+cycle. :class:`WallClock` sleeps until the timer or the next fixed period, whichever comes first
+(a Slurm event source may wake it earlier). The simulator's clock,
+:class:`slurm_sched.sim.clock.SimulatedClock`, jumps from event to event instead.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import abc
 import threading
 import time
-
-from slurm_sched.sim.backend import SimulatedBackend
 
 
 class Clock(abc.ABC):
@@ -28,26 +26,6 @@ class Clock(abc.ABC):
     def stopped(self) -> bool:
         """True once stopped on purpose (shutdown): a None from wait() is then no stall."""
         return False
-
-
-class SimulatedClock(Clock):
-    """Event-driven virtual time over a :class:`SimulatedBackend`'s event queue."""
-
-    def __init__(self, backend: SimulatedBackend) -> None:
-        self.backend = backend
-
-    def now(self) -> float:
-        return self.backend.now_s
-
-    def wait(self, wake_at_s: float | None) -> float | None:
-        nxt = self.backend.next_event_s()
-        if wake_at_s is not None and wake_at_s <= self.backend.now_s:
-            wake_at_s = None  # a timer in the past is no timer (guards against busy loops)
-        if nxt is None and wake_at_s is None:
-            return None
-        t = nxt if wake_at_s is None else (wake_at_s if nxt is None else min(nxt, wake_at_s))
-        self.backend.advance_to(t)
-        return t
 
 
 class WallClock(Clock):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 
@@ -25,8 +26,6 @@ def package_versions(names: tuple[str, ...] = RESULT_PACKAGES) -> dict[str, str 
     files record them, since ``pyproject.toml`` sets lower bounds only and a fresh setup takes
     the newest releases (Rubick's model fits moved with SciPy 1.17, see
     docs/reproductions/rubick.md)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out: dict[str, str | None] = {}
     for name in names:
         try:

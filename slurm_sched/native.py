@@ -22,6 +22,8 @@ Contract:
 - :func:`status` says, per module, whether it runs compiled and if not why.
 - :func:`source_module` gives the pure-Python module beside the compiled one (the parity test,
   and tests that patch a module's internals, which compiled code does not look up at run time).
+  The compiled modules run from source as one unit: a source module's imports of the other
+  compiled modules get their source modules too, so a patch of one is seen by all.
 
 ``slurm-sched native build`` builds (needs a C compiler, the Python headers and mypy:
 ``scripts/setup.sh`` installs them); ``slurm-sched native status`` reports.
@@ -47,13 +49,24 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-#: The modules compiled, as one mypyc group (they may call each other natively).
-COMPILED: tuple[str, ...] = ("slurm_sched.policy.rubick", "slurm_sched.policy.placement")
+#: The modules compiled, as one mypyc group (they may call each other natively): Rubick's
+#: policy package (every module but its ``__init__``) and the placement helpers it uses.
+COMPILED: tuple[str, ...] = (
+    "slurm_sched.policy.rubick.candidates",
+    "slurm_sched.policy.rubick.curves",
+    "slurm_sched.policy.rubick.allocations",
+    "slurm_sched.policy.rubick.embedding",
+    "slurm_sched.policy.rubick.plans",
+    "slurm_sched.policy.rubick.policy",
+    "slurm_sched.policy.placement",
+)
 PACKAGE_DIR = Path(__file__).resolve().parent
 NATIVE_DIR = PACKAGE_DIR / "_native"
 MANIFEST = NATIVE_DIR / "manifest.json"
 MODES = ("auto", "off", "require")
 ENV = "SLURM_SCHED_NATIVE"
+SOURCE_SUFFIX = "__source"  # the pure-Python modules' names: <module>__source
+_MISSING = object()  # (a parent package without the attribute)
 
 
 class NativeBuildError(RuntimeError):
@@ -103,7 +116,8 @@ def check_build(native_dir: Path = NATIVE_DIR) -> tuple[dict[str, Path], str]:
         return {}, f"built for {sorted(sources)}, the package compiles {list(COMPILED)}"
     for module, digest in sources.items():
         if _sha256(source_path(module)) != digest:
-            return {}, f"stale: {source_path(module).name} changed since the build"
+            rel = source_path(module).relative_to(PACKAGE_DIR)
+            return {}, f"stale: {rel} changed since the build"
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         return {}, f"missing {', '.join(missing)}"
@@ -178,22 +192,60 @@ def status() -> dict[str, str]:
 
 
 def source_module(name: str) -> ModuleType:
-    """The pure-Python module ``name``, executed from its ``.py`` under ``name + '__source'``
-    (its own classes and functions, separate from the compiled module's; imported once)."""
-    alias = name + "__source"
-    got = sys.modules.get(alias)
-    if got is not None:
-        return got
-    spec = importlib.util.spec_from_file_location(alias, source_path(name))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[alias] = module  # (dataclasses look their module up while it runs)
+    """The pure-Python module ``name`` (one of :data:`COMPILED`), kept under ``name +
+    '__source'``: its own classes and functions, separate from the compiled module's. The first
+    call executes every compiled module from its ``.py`` (:func:`_load_sources`)."""
+    alias = name + SOURCE_SUFFIX
+    if alias not in sys.modules:
+        if name not in COMPILED:
+            raise ValueError(f"{name} is not a compiled module ({', '.join(COMPILED)})")
+        _load_sources()
+    return sys.modules[alias]
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Serves the ``.py`` of every compiled module (first on ``sys.meta_path`` while
+    :func:`_load_sources` runs)."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname not in COMPILED:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
+
+
+def _load_sources() -> None:
+    """Execute the compiled modules from their ``.py`` as one unit and keep each under its
+    ``__source`` alias. They run under their own names, with ``sys.modules`` holding the
+    source modules while they do (their imports of each other, and dataclasses' lookups of
+    their module, find the sources); afterwards the modules imported as usual and the parent
+    packages' attributes are as they were. The parent packages are imported first, so no
+    package ``__init__`` runs against the source modules."""
+    for name in COMPILED:
+        importlib.import_module(name.rpartition(".")[0])
+    saved = {name: sys.modules.pop(name) for name in COMPILED if name in sys.modules}
+    parents: dict[str, tuple[ModuleType, str, object]] = {}
+    for name in COMPILED:
+        pkg, _, attr = name.rpartition(".")
+        parents[name] = (sys.modules[pkg], attr, getattr(sys.modules[pkg], attr, _MISSING))
+    finder = _SourceFinder()
+    sys.meta_path.insert(0, finder)
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[alias]
-        raise
-    return module
+        for name in COMPILED:
+            importlib.import_module(name)
+        for name in COMPILED:
+            sys.modules[name + SOURCE_SUFFIX] = sys.modules[name]
+    finally:
+        sys.meta_path.remove(finder)
+        for name in COMPILED:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+        for package, attr, value in parents.values():
+            if value is _MISSING:
+                if hasattr(package, attr):
+                    delattr(package, attr)
+            else:
+                setattr(package, attr, value)
 
 
 # The build runs in a child interpreter: setuptools' build machinery is not for a library to

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slurm_sched.backend import ClusterBackend, CompletedJob
-from slurm_sched.model import Action, ActionResult, ClusterSnapshot, JobState
+from slurm_sched.backend import ClusterBackend
+from slurm_sched.model import Action, ActionResult, ClusterSnapshot, CompletedJob, JobState
 
 
 class InvariantViolation(AssertionError):

@@ -13,6 +13,7 @@ from slurm_sched.model.actions import (
     Suspend,
 )
 from slurm_sched.model.cluster import Cluster, Node, parse_cluster_spec
+from slurm_sched.model.completed import CompletedJob
 from slurm_sched.model.job import JobSpec, JobState, JobView
 from slurm_sched.model.placement import NodeGpus, Placement
 from slurm_sched.model.settings import AS_SUBMITTED, JobSettings
@@ -25,6 +26,7 @@ __all__ = [
     "ActionResult",
     "Cluster",
     "ClusterSnapshot",
+    "CompletedJob",
     "JobSettings",
     "JobSpec",
     "JobState",

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -41,7 +41,7 @@ from typing import Any, Literal
 import networkx as nx
 
 from slurm_sched.model import Cluster, JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 
 Vertex = tuple[int, int]  # (stage, replica)
 AllReduceKind = Literal["rar", "tar"]
@@ -159,11 +159,6 @@ class JobProfile:
             raise ValueError(f"asrpt_stages = {obj!r}: not a valid profile ({e})") from e
         return cls(stages=stages, allreduce=obj.get("allreduce", "rar"),
                    name=str(obj.get("name", "custom")))
-
-
-def single_gpu_profile(step_s: float, name: str = "single") -> JobProfile:
-    """A one-GPU job whose iteration takes ``step_s`` (no communication)."""
-    return JobProfile(stages=(Stage(k=1, pf_s=step_s / 3, pb_s=2 * step_s / 3),), name=name)
 
 
 # ====================================================================== job graph (section 2.1)
@@ -468,13 +463,6 @@ def alpha_max(profile: JobProfile, gpus_per_server: int, net: Network = Network(
     return alpha_of_counts(profile, x, gpus_per_server, net)
 
 
-def is_comm_heavy(profile: JobProfile, gpus_per_server: int, net: Network = Network(),
-                  threshold: float = COMM_HEAVY) -> bool:
-    """Algorithm 1 line 8: alpha_max / alpha~_min >= COMM_HEAVY."""
-    amin = alpha_min_est(profile, gpus_per_server, net)
-    return amin > 0 and alpha_max(profile, gpus_per_server, net) / amin >= threshold
-
-
 # ================================================================ Theorem 1 (section 2.7)
 def theorem1_bound(
     rho: float, tau: float, G: int, g_max: int, a_max: float, a_min: float, eps_bar: float
@@ -669,11 +657,6 @@ class AsrptProgress(ProgressModel):
         if n:
             return job.spec.duration_s / (n * a)
         return alpha_min_est(prof, cluster.max_gpus_per_node, self.net) / a
-
-
-def iter_profiles(names: Iterable[str]) -> list[JobProfile]:
-    table = synthetic_profiles()
-    return [table[n] for n in names]
 
 
 PROGRESS_MODELS = {"a-srpt": AsrptProgress}

@@ -21,8 +21,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from slurm_sched.backend import CompletedJob
-from slurm_sched.model import ClusterSnapshot, JobState
+from slurm_sched.model import ClusterSnapshot, CompletedJob, JobState
 
 K = TypeVar("K", bound=Hashable)
 

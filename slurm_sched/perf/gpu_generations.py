@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from slurm_sched.model import Cluster, JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.traces import bundled
 
 #: Generations of the slides' table, slowest first.

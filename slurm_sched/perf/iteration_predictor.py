@@ -19,7 +19,7 @@ history size; 20 and 2% by default; the first fit too), so refits get rarer as t
 between refits new groups count as unseen. The forest is fitted on the latest ``max_per_pair``
 (50) completions of each (group, user) pair, which bounds a fit by the number of pairs rather
 than the history length and follows drift (the paper retrains on recent data). Subsampling rows
-uniformly instead (``max_samples``) was tried and rejected: with ordinal group codes, a tree that
+uniformly instead (``max_samples``) does not work: with ordinal group codes, a tree that
 never saw a rare group predicts a neighbouring group's iterations, which can be 1000x off.
 For the same reason (a bootstrap sample misses a group of m rows with probability about e^-m)
 a prediction averages only the trees whose bootstrap sample held the query's group
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.ensemble import RandomForestRegressor
 
 FORMAT = "slurm-sched/asrpt-predictor"
 FORMAT_VERSION = 1
@@ -231,8 +232,6 @@ class RandomForestPredictor(IterationPredictor):
 
     def fit(self, *, save: bool = True) -> None:
         """Fit the forest on the whole history now."""
-        from sklearn.ensemble import RandomForestRegressor
-
         groups: dict[str, int] = {}
         users: dict[str, int] = {}
         for g, u, _ in self.history:  # codes in order of first appearance
@@ -256,7 +255,7 @@ class RandomForestPredictor(IterationPredictor):
         # batch-predict every known pair once
         pairs = sorted({(g, u) for g, u, _ in rows}, key=lambda p: (groups[p[0]], users[p[1]]))
         Xp = np.array([[groups[g], users[u]] for g, u in pairs], dtype=np.float64)
-        preds = self._forest_predict(X, Xp) if pairs else []
+        preds: np.ndarray | list[float] = self._forest_predict(X, Xp) if pairs else []
         self._cache = {p: max(0.0, float(v)) for p, v in zip(pairs, preds, strict=True)}
         if save and self.autosave and self.path is not None:
             self.save()
@@ -272,7 +271,7 @@ class RandomForestPredictor(IterationPredictor):
                         for idx in model.estimators_samples_])
         counts = saw.sum(axis=0)
         inbag = np.where(saw, per_tree, 0.0).sum(axis=0) / np.maximum(counts, 1)
-        return np.where(counts > 0, inbag, per_tree.mean(axis=0))
+        return np.asarray(np.where(counts > 0, inbag, per_tree.mean(axis=0)), dtype=float)
 
     def _training_rows(self) -> list[Record]:
         """The history, keeping only the latest ``max_per_pair`` rows of each (group, user)."""

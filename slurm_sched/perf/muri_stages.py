@@ -49,7 +49,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from slurm_sched.model import Cluster, JobSpec, JobView, Placement
-from slurm_sched.sim.progress import ProgressModel
+from slurm_sched.perf.progress import ProgressModel
 
 #: Resource types of a training iteration: storage IO, CPU, GPU, network (k).
 NUM_RESOURCES = 4

@@ -22,14 +22,13 @@ validated batch) instead of Pollux's continuous optimiser.
 
 from __future__ import annotations
 
-import bisect
 import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from slurm_sched.perf.sjf_bsbf_model import JobProfile, _profile
+from slurm_sched.perf.sjf_bsbf_model import JobProfile, application_profile
 from slurm_sched.traces.pollux_workload import GPUS_PER_NODE, default_models_dir, load_application
 
 #: Number of global batch sizes tried per allocation.
@@ -138,7 +137,7 @@ def max_replicas(app: str, max_profiled: int) -> int:
 @lru_cache(maxsize=262144)
 def _best(app: str, num_gpus: int, batch_size: int, replicas: int, nodes: int,
           epoch: int) -> Config:
-    profile = _profile(app, num_gpus, batch_size)
+    profile = application_profile(app, num_gpus, batch_size)
     stats = grad_stats(app, batch_size)
     sqr, var = stats.sqr[epoch], stats.var[epoch]
     m0, m_max = init_batch(app), max_batch(app)
@@ -199,13 +198,6 @@ def speedup(profile: JobProfile, replicas: int, fraction: float) -> float:
                     epoch_index(profile, fraction))
 
 
-def requested_goodput(profile: JobProfile, fraction: float) -> float:
-    """Goodput of the job's requested configuration (its GPU count and batch)."""
-    stats = grad_stats(profile.app, profile.batch_size)
-    sqr, var = stats.at(fraction)
-    return gain(sqr, var, profile.batch_size / init_batch(profile.app)) / profile.ref_time_s
-
-
 def replica_options(limit: int, gpus_per_node: int = GPUS_PER_NODE) -> list[int]:
     """GPU counts Pollux-style allocations use here: 1..gpus_per_node, then whole nodes."""
     opts = list(range(1, min(limit, gpus_per_node) + 1))
@@ -214,8 +206,3 @@ def replica_options(limit: int, gpus_per_node: int = GPUS_PER_NODE) -> list[int]
         opts.append(k)
         k += gpus_per_node
     return opts
-
-
-def next_option(options: list[int], current: int) -> int | None:
-    i = bisect.bisect_right(options, current)
-    return options[i] if i < len(options) else None

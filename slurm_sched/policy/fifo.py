@@ -18,3 +18,6 @@ class Fifo(Policy):
 
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
         return start_in_order(snapshot, snapshot.pending, blocking=True, reason="fifo order")
+
+
+POLICIES = [Fifo]

@@ -3,7 +3,8 @@
 Each *group* (a job) takes at most one of its *items* (its configurations), every item has a
 weight (GPUs) and a cost (to minimise; taking nothing costs 0), and the weights taken must fit
 one capacity. Sia's allocation program has exactly this form; HiGHS solves it exactly for
-small rounds but found no solution within 10 s at 35,000 items (issue #10's scale snapshot).
+small rounds but finds no solution within 10 s at 35,000 items (``benchmarks/bench_scale.py``'s
+snapshot).
 
 :func:`solve_greedy` is the classic answer through the LP relaxation (Sinha and Zoltners,
 "The multiple-choice knapsack problem", Operations Research 27(3), 1979): per group, the lower

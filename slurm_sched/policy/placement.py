@@ -10,7 +10,7 @@ import heapq
 from bisect import bisect_left, insort
 from collections.abc import Container, Mapping
 
-from slurm_sched.model import Cluster, ClusterSnapshot, Placement
+from slurm_sched.model import ClusterSnapshot, Placement
 
 FreeMap = dict[str, list[int]]
 
@@ -21,10 +21,6 @@ def free_map(snapshot: ClusterSnapshot, gpu_type: str | None = None) -> FreeMap:
         return {n: list(g) for n, g in snapshot.free_gpus.items()}
     by_name = snapshot.cluster.by_name
     return {n: list(g) for n, g in snapshot.free_gpus.items() if by_name[n].gpu_type == gpu_type}
-
-
-def count_free(free: Mapping[str, list[int]]) -> int:
-    return sum(map(len, free.values()))
 
 
 def _take(free: FreeMap, alloc: dict[str, list[int]]) -> Placement:
@@ -301,7 +297,3 @@ class FreeIndex:
         for node, gpus in alloc.items():
             self._file(node, len(gpus))
         return _take(self.free, alloc)
-
-
-def fits_type(cluster: Cluster, gpu_type: str | None) -> bool:
-    return gpu_type is None or gpu_type in cluster.gpu_types

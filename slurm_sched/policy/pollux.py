@@ -237,7 +237,7 @@ class Pollux(Policy):
         jobs = self._jobs(snapshot, now_s)
         total = snapshot.cluster.total_gpus
 
-        def key(j: _Job) -> tuple:
+        def key(j: _Job) -> tuple[bool, float, float, str]:
             pinned = j.rigid and j.current > 0
             return (not pinned, self._service.get(j.view.job_id, 0.0),
                     j.view.spec.submit_time_s, j.view.job_id)

@@ -1,12 +1,27 @@
-"""Policy registry: name -> factory, plus third-party policies from entry points.
+"""Policy registry: name -> factory, from an explicit table of built-ins plus entry points.
 
-Third-party packages register policies under the entry-point group ``slurm_sched.policies``
-(``name = "package.module:PolicyClass"``). Built-in names win over entry points.
+Contract:
+
+- :data:`BUILTIN` lists every built-in policy name and the module that declares it, in the order
+  ``slurm-sched policies`` shows them. A module declares its policies in a module-level
+  ``POLICIES`` list; an entry is a ``Policy`` subclass (registered under its ``name``) or a
+  ``(name, factory, summary)`` tuple for a variant with other parameters. Adding a policy means
+  adding its names here and to its module's ``POLICIES`` (``tests/unit/policy/test_registry.py``
+  checks that the two agree).
+- A policy's module (and what it imports: scipy, scikit-learn, networkx...) is imported the first
+  time one of its names is looked up (:func:`info`, :func:`create`), not when this registry is
+  imported. :func:`available` imports them all.
+- :func:`register` is idempotent: registering the same factory under the same name again changes
+  nothing; another factory under a taken name (a built-in's included) raises ``ValueError``.
+- Third-party packages register policies under the entry-point group ``slurm_sched.policies``
+  (``name = "package.module:PolicyClass"``); they are read when a name is not a built-in or when
+  every policy is listed. Built-in names win over entry points.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -71,7 +86,57 @@ def option_names(factory: PolicyFactory) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: Every built-in policy: name -> the module whose ``POLICIES`` declares it, in listing order.
+BUILTIN: dict[str, str] = {
+    "fifo": "slurm_sched.policy.fifo",
+    "sjf": "slurm_sched.policy.sjf",
+    "srtf": "slurm_sched.policy.srtf",
+    "tiresias": "slurm_sched.policy.tiresias",
+    "tiresias-3q": "slurm_sched.policy.tiresias",
+    "a-srpt": "slurm_sched.policy.a_srpt",
+    "a-srpt-tau0": "slurm_sched.policy.a_srpt",
+    "a-srpt-nonblocking": "slurm_sched.policy.a_srpt",
+    "a-srpt-perfect": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-mean": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-median": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-spjf": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-spwf": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-wcs-duration": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-wcs-workload": "slurm_sched.policy.a_srpt_baselines",
+    "a-srpt-wcs-subtime": "slurm_sched.policy.a_srpt_baselines",
+    "antman": "slurm_sched.policy.antman",
+    "gandiva-fair": "slurm_sched.policy.gandiva_fair.policy",
+    "gandiva-fair-notrade": "slurm_sched.policy.gandiva_fair.policy",
+    "muri-s": "slurm_sched.policy.muri",
+    "muri-l": "slurm_sched.policy.muri",
+    "muri-l-worst-ordering": "slurm_sched.policy.muri",
+    "muri-l-no-blossom": "slurm_sched.policy.muri",
+    "pollux": "slurm_sched.policy.pollux",
+    "rubick": "slurm_sched.policy.rubick.policy",
+    "rubick-e": "slurm_sched.policy.rubick.policy",
+    "rubick-r": "slurm_sched.policy.rubick.policy",
+    "rubick-n": "slurm_sched.policy.rubick.policy",
+    "sia": "slurm_sched.policy.rubick_baselines",
+    "synergy": "slurm_sched.policy.rubick_baselines",
+    "antman-rubick": "slurm_sched.policy.rubick_baselines",
+    "sjf-bsbf": "slurm_sched.policy.sjf_bsbf.policy",
+    "sjf-ffs": "slurm_sched.policy.sjf_ffs",
+    "srsf": "slurm_sched.policy.srsf",
+    "themis": "slurm_sched.policy.themis",
+}
+
 _REGISTRY: dict[str, PolicyInfo] = {}
+_LOADED: set[str] = set()  # built-in modules whose POLICIES are registered
+_IN_PROGRESS: set[str] = set()  # built-in modules being registered right now
+_entry_points_read = False
+
+
+def _same_factory(a: PolicyFactory, b: PolicyFactory) -> bool:
+    """Whether two factories build the same policy (a fresh ``functools.partial`` of the same
+    class and keywords counts as the same)."""
+    if isinstance(a, functools.partial) and isinstance(b, functools.partial):
+        return a.func is b.func and a.args == b.args and a.keywords == b.keywords
+    return a is b
 
 
 def register(
@@ -82,9 +147,17 @@ def register(
     summary: str = "",
     clairvoyant: bool = False,
 ) -> None:
-    """Add a policy under ``name`` (lower-case, unique)."""
-    if name in _REGISTRY:
-        raise ValueError(f"policy {name!r} registered twice")
+    """Add a policy under ``name`` (lower-case, unique).
+
+    Registering the same factory under the same name again is a no-op; another factory under a
+    registered or built-in name raises ``ValueError``."""
+    if name in BUILTIN:
+        _load_module(BUILTIN[name])
+    found = _REGISTRY.get(name)
+    if found is not None:
+        if _same_factory(found.factory, factory):
+            return
+        raise ValueError(f"policy {name!r} registered twice (with another factory)")
     _REGISTRY[name] = PolicyInfo(name, factory, paper, summary, clairvoyant)
 
 
@@ -99,38 +172,77 @@ def register_class(cls: type[Policy], name: str | None = None, **kwargs: object)
     )
 
 
+def _load_module(module: str) -> None:
+    """Import a built-in policy module and register its ``POLICIES`` (once)."""
+    if module in _LOADED or module in _IN_PROGRESS:
+        return
+    declared = [n for n, m in BUILTIN.items() if m == module]
+    mod = importlib.import_module(module)
+    _IN_PROGRESS.add(module)
+    try:
+        for entry in getattr(mod, "POLICIES", ()):
+            if isinstance(entry, type) and issubclass(entry, Policy):
+                pname = entry.name
+                _check_listed(pname, module)
+                register_class(entry)
+            else:
+                pname, factory, summary = entry
+                _check_listed(pname, module)
+                base = factory()
+                register(pname, factory, paper=base.paper, summary=summary,
+                         clairvoyant=base.clairvoyant)
+    finally:
+        _IN_PROGRESS.discard(module)
+    _LOADED.add(module)
+    missing = [n for n in declared if n not in _REGISTRY]
+    if missing:
+        raise ValueError(f"{module} does not declare the built-in policies {missing}")
+
+
+def _check_listed(name: str, module: str) -> None:
+    if BUILTIN.get(name) != module:
+        raise ValueError(f"policy {name!r} of {module} is not listed in the registry's BUILTIN")
+
+
 def _load_entry_points() -> None:
+    global _entry_points_read
+    if _entry_points_read:
+        return
+    _entry_points_read = True
     for ep in entry_points(group="slurm_sched.policies"):
-        if ep.name not in _REGISTRY:
+        if ep.name not in _REGISTRY and ep.name not in BUILTIN:
             cls = ep.load()
             register_class(cls, ep.name)
 
 
-def _builtins() -> None:
-    if _REGISTRY:
-        return
-    from slurm_sched.policy import builtin  # noqa: F401  (registers on import)
-
-    _load_entry_points()
-
-
 def available() -> list[PolicyInfo]:
-    """Every registered policy, in registration order."""
-    _builtins()
-    return list(_REGISTRY.values())
+    """Every policy: the built-ins in :data:`BUILTIN` order, then the others in registration
+    order (imports every built-in policy module)."""
+    for module in dict.fromkeys(BUILTIN.values()):
+        _load_module(module)
+    _load_entry_points()
+    builtin = [_REGISTRY[n] for n in BUILTIN]
+    return builtin + [p for n, p in _REGISTRY.items() if n not in BUILTIN]
 
 
 def names() -> list[str]:
+    """Every policy name, in :func:`available` order."""
     return [p.name for p in available()]
 
 
 def info(name: str) -> PolicyInfo:
-    """The registration of ``name``; :class:`UnknownPolicyError` lists the known names."""
-    _builtins()
-    found = _REGISTRY.get(name.strip().lower())
+    """The registration of ``name`` (importing only its module); :class:`UnknownPolicyError`
+    lists the known names."""
+    key = name.strip().lower()
+    if key in BUILTIN:
+        _load_module(BUILTIN[key])
+    elif key not in _REGISTRY:
+        _load_entry_points()
+    found = _REGISTRY.get(key)
     if found is None:
+        known = list(BUILTIN) + [n for n in _REGISTRY if n not in BUILTIN]
         raise UnknownPolicyError(
-            f"unknown policy; known: {', '.join(_REGISTRY)}", field="policy", value=name
+            f"unknown policy; known: {', '.join(known)}", field="policy", value=name
         )
     return found
 

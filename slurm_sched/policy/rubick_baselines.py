@@ -52,21 +52,18 @@ from slurm_sched.model import (
     Reconfigure,
     Start,
 )
-from slurm_sched.perf.rubick_model import (
-    JobInfo,
-    MeasuredCatalog,
-    Plan,
-    Shape,
-    accumulation_steps,
-    host_memory_gb,
-    job_info,
-    measured_catalog,
-    shape_of,
-)
+from slurm_sched.perf.rubick.job_info import JobInfo, job_info
+from slurm_sched.perf.rubick.measured import MeasuredCatalog, measured_catalog
+from slurm_sched.perf.rubick.memory import accumulation_steps, host_memory_gb
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.shapes import Shape, shape_of
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.mckp import solve_greedy
 from slurm_sched.policy.placement import CountIndex
-from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster, fill_in_order
+from slurm_sched.policy.rubick.allocations import SlotHolds
+from slurm_sched.policy.rubick.curves import fits_cluster
+from slurm_sched.policy.rubick.embedding import fill_in_order
+from slurm_sched.policy.rubick.policy import RESTART_COST_S
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +169,7 @@ class _Base(Policy):
         return [s for _, s in sorted(out)]
 
     #: whether a shape embeds into empty nodes of these sizes (descending): Rubick's test
-    fits = staticmethod(_fits_cluster)
+    fits = staticmethod(fits_cluster)
 
 
 # =============================================================================== Sia

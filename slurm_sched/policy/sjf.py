@@ -6,6 +6,7 @@ spec's ambiguity A3 allows); every job that fits starts, the others are skipped,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from slurm_sched.model import Action, ClusterSnapshot, JobView
@@ -15,7 +16,7 @@ from slurm_sched.policy.queue_based import start_in_order
 SjfKey = Literal["duration", "gpus", "gpu_time"]
 
 
-def sjf_sort_key(key: SjfKey):
+def sjf_sort_key(key: SjfKey) -> Callable[[JobView], tuple[float, float]]:
     def k(j: JobView) -> tuple[float, float]:
         if key == "duration":
             return (j.spec.duration_s, j.spec.submit_time_s)
@@ -40,3 +41,6 @@ class Sjf(Policy):
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
         order = sorted(snapshot.pending, key=sjf_sort_key(self.key))
         return start_in_order(snapshot, order, blocking=False, reason=f"sjf by {self.key}")
+
+
+POLICIES = [Sjf]

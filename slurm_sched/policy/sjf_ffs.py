@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from slurm_sched.perf.sjf_bsbf_model import Interference
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.sjf_bsbf import Cand, SjfBsbf, _Candidate, _Lazy, _State
+from slurm_sched.policy.sjf_bsbf import SjfBsbf
+from slurm_sched.policy.sjf_bsbf.pass_state import Cand, Candidate, LazyCands, PassState
 
 FfsSubBatch = Literal["largest-fitting", "full"]
 
@@ -44,7 +45,7 @@ class SjfFfs(SjfBsbf):
         super().__init__(interference, **options)
         self.sub_batch = sub_batch
 
-    def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State
+    def sharing_candidates(self, cand: Candidate, owners: Iterable[str], state: PassState
                            ) -> Sequence[Cand]:
         """Every running job some sub-batch fits next to, in first-fit (GPU index) order.
 
@@ -62,10 +63,10 @@ class SjfFfs(SjfBsbf):
                         yield (float(rank), rid, b)
                         break
 
-        return _Lazy(gen())
+        return LazyCands(gen())
 
-    def _failing_pairs(self, cand: _Candidate, chosen: list[str], b_j: int | None,
-                       state: _State, nodes: int | None = None) -> set[str]:
+    def _failing_pairs(self, cand: Candidate, chosen: list[str], b_j: int | None,
+                       state: PassState, nodes: int | None = None) -> set[str]:
         mem_n = next((m for b, _, m in cand.options if b == b_j), cand.options[0][2])
         return {rid for rid in chosen if not self.mem_ok(mem_n, state.runners[rid])}
 

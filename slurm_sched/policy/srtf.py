@@ -28,3 +28,6 @@ class Srtf(Policy):
         return preemptive_in_order(
             snapshot, order, packer=pack_consolidated, reason="srtf: shorter remaining time"
         )
+
+
+POLICIES = [Srtf]

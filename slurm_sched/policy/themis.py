@@ -60,7 +60,7 @@ def min_max_allocation(
         x = np.ones_like(rem_s)
         np.divide(rem_s, room, out=x, where=active & (room > 0))
         x[~active] = 0.0
-        return np.minimum(x, 1.0)
+        return np.asarray(np.minimum(x, 1.0), dtype=float)
 
     # Every job at x = 1 gives the lowest level any allocation can reach.
     lo = float(np.max(((age_s + rem_s) / denom_s)[active]))

@@ -120,3 +120,10 @@ class Tiresias(Policy):
         return f"{base}; queue Q{q}, attained {job.attained_gpu_s(snapshot.now_s):.0f} GPU-s"
 
 
+
+
+POLICIES = [
+    Tiresias,
+    ("tiresias-3q", lambda: Tiresias(TIRESIAS_SIM_THRESHOLDS_GPU_S),
+     "Tiresias with its own simulator's 3 queues (3,250 / 7,200 GPU-s), as in Muri"),
+]

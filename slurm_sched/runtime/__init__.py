@@ -15,6 +15,7 @@ below are loaded on first use.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __all__ = ["EXIT_PREEMPTED", "JobContext", "JobPreempted", "TrainingSession", "load_job_context"]
@@ -30,7 +31,5 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

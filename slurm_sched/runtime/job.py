@@ -5,9 +5,9 @@ settings only by restarting it):
 
 1. the per-job settings file the Slurm backend writes before it starts, restarts or
    reconfigures a job: ``<settings dir>/<SLURM_JOB_ID>.json``
-   (:class:`slurm_sched.slurm.settings_file.SettingsStore`); the directory is
+   (:class:`slurm_sched.protocol.settings_file.SettingsStore`); the directory is
    ``$SLURM_SCHED_SETTINGS_DIR``, else ``$MINI_SLURM_STATE/job-settings`` (the mini cluster's);
-2. the job's hints (``sbatch --comment``, :mod:`slurm_sched.slurm.hints`): from
+2. the job's hints (``sbatch --comment``, :mod:`slurm_sched.protocol.hints`): from
    ``$SLURM_SCHED_HINTS`` if set, else read back from Slurm with ``squeue``; they give the plan
    the job was submitted with (``plans[0]``), its global batch and iteration count;
 3. defaults: ``JobSettings()`` (no accumulation, plan ``dp``, no interleaving).
@@ -30,8 +30,8 @@ from pydantic import ValidationError
 
 from slurm_sched.errors import InputError
 from slurm_sched.model import JobSettings
-from slurm_sched.slurm.hints import JobHints, parse_hints
-from slurm_sched.slurm.settings_file import SETTINGS_DIR_ENV, SettingsStore
+from slurm_sched.protocol.hints import JobHints, parse_hints
+from slurm_sched.protocol.settings_file import SETTINGS_DIR_ENV, SettingsStore
 
 log = logging.getLogger(__name__)
 

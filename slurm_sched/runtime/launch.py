@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -40,6 +41,8 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
+
+from slurm_sched.runtime.job import load_job_context
 
 log = logging.getLogger("slurm_sched.runtime.launch")
 
@@ -140,8 +143,6 @@ def rank_layout(
     counts on every node."""
     counts: dict[str, int] = {}
     try:
-        from slurm_sched.runtime.job import load_job_context
-
         ctx = load_job_context(env=env, query_slurm=False)
         counts = {k: int(v) for k, v in dict(ctx.settings_doc.get("gpus_per_node") or {}).items()}
     except Exception as exc:  # the settings are advisory here
@@ -157,8 +158,6 @@ def _worker_preexec() -> None:
     orphaned workers that Slurm's process tracking may no longer find."""
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     with contextlib.suppress(Exception):
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 

@@ -106,7 +106,8 @@ class TinyTransformerLM(nn.Module):
         mask = causal[:n, :n]
         for block in self.blocks:
             h = block(h, src_mask=mask)
-        return self.head(self.norm(h))
+        out: Tensor = self.head(self.norm(h))
+        return out
 
 
 def _lm_batch(batch_size: int, step: int, seed: int) -> Batch:
@@ -157,7 +158,8 @@ class ResNet18(nn.Module):
         h = F.relu(self.stem(x))
         for block in self.blocks:
             h = block(h)
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+        out: Tensor = self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+        return out
 
 
 def _image_batch(batch_size: int, step: int, seed: int) -> Batch:

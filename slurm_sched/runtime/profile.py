@@ -56,6 +56,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from slurm_sched.errors import InputError
+from slurm_sched.perf.sjf_bsbf_model import CallableXi, IterModel, MemoryModel
 
 FORMAT = "slurm_sched.profile"
 VERSION = 1
@@ -287,8 +288,6 @@ def bundled_profiles_dir() -> Path:
 def iter_model(model: ModelProfile) -> Any:
     """SJF-BSBF's ``IterModel`` for a single-device profile (eq. 3; no all-reduce terms, delta
     1). Multi-GPU jobs need communication parameters the profile does not measure."""
-    from slurm_sched.perf.sjf_bsbf_model import IterModel
-
     fit = model.compute_fit()
     return IterModel(
         alpha_c=fit.intercept,
@@ -303,8 +302,6 @@ def iter_model(model: ModelProfile) -> Any:
 
 def memory_model(model: ModelProfile) -> Any | None:
     """SJF-BSBF's ``MemoryModel`` (``mem(b) = m0 + m1*b`` GB), or None without memory data."""
-    from slurm_sched.perf.sjf_bsbf_model import MemoryModel
-
     fit = model.memory_fit()
     return None if fit is None else MemoryModel(m0_gb=fit.intercept, m1_gb=fit.slope)
 
@@ -322,8 +319,6 @@ def xi_table(
 def interference(profile: Profile, default: float = 1.5) -> Any:
     """SJF-BSBF's ``CallableXi`` over the measured pairs: the pair's measurement whose batch
     sizes are nearest (in log ratio) to the asked ones; ``default`` for unmeasured pairs."""
-    from slurm_sched.perf.sjf_bsbf_model import CallableXi
-
     table = xi_table(profile.interference)
 
     def xi(app: str | None, b: int | None, co_app: str | None, co_b: int | None) -> float:

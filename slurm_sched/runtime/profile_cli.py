@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 
 from slurm_sched.errors import InputError
+from slurm_sched.runtime.profile import Profile, read_profile
 
 
 def _batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
@@ -53,8 +54,6 @@ def _pair(text: str, default_b: int) -> tuple[tuple[str, int], tuple[str, int]]:
 
 def summary(prof: object) -> str:
     """The human-readable table printed after a run."""
-    from slurm_sched.runtime.profile import Profile
-
     assert isinstance(prof, Profile)
     lines = []
     pv = prof.provenance
@@ -193,7 +192,6 @@ def profile(
         ) from None
     from slurm_sched.runtime import measure
     from slurm_sched.runtime.models import WORKLOADS
-    from slurm_sched.runtime.profile import Profile, read_profile
 
     for name in models:
         if name not in WORKLOADS:

@@ -1,7 +1,7 @@
 """Progress reports from the job to the scheduler.
 
 The file and its three required keys are the Slurm backend's
-(:class:`slurm_sched.slurm.settings_file.SettingsStore`, ``<dir>/<jobid>.progress.json``):
+(:class:`slurm_sched.protocol.settings_file.SettingsStore`, ``<dir>/<jobid>.progress.json``):
 ``iterations_done``, ``iteration_time_s`` (recent seconds per optimizer step), ``timestamp``.
 The scheduler turns them into work done and rate, which A-SRPT's predictor, Rubick's model refit
 and SJF-BSBF's iteration model learn from. The runtime adds keys the backend ignores::
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurm_sched.slurm.settings_file import atomic_write_json
+from slurm_sched.protocol.settings_file import atomic_write_json
 
 
 class IterationTimer:

@@ -41,6 +41,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from slurm_sched.errors import InputError
+from slurm_sched.policy import registry
 
 
 class _FieldError(ValueError):
@@ -130,8 +131,6 @@ class ServiceConfig(BaseSettings):
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v: str) -> str:
-        from slurm_sched.policy import registry
-
         if v not in registry.names():
             raise ValueError(f"unknown policy; known: {', '.join(registry.names())}")
         return v
@@ -152,7 +151,6 @@ class ServiceConfig(BaseSettings):
                 f"must be at most lease_s / 4 = {self.lease_s / 4:g}, so that every lease is "
                 "renewed before it runs out",
             )
-        from slurm_sched.policy import registry
 
         if self.policy in registry.names():
             accepted = registry.info(self.policy).options

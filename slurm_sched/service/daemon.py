@@ -4,7 +4,7 @@ One process: ``Controller(SlurmBackend, SafePolicy(policy), WallClock)`` cycling
 ``period_s`` (sooner when the policy's timer is due), plus
 
 - **fail-open leases**: managed jobs carry a begin time a lease ahead (submit plugin); every
-  fresh snapshot renews the leases that are due (``SlurmBackend``, ``service/lease.py``). If this
+  fresh snapshot renews the leases that are due (``SlurmBackend``, ``slurm/lease.py``). If this
   process dies, nobody renews and Slurm schedules the jobs itself;
 - **start-up reconciliation** (``service/reconcile.py``), retried until slurmctld answers;
 - **errors are data**: a cycle that fails because slurmctld does not answer (or a Slurm command
@@ -44,6 +44,7 @@ from slurm_sched.errors import (
 )
 from slurm_sched.model import ActionResult
 from slurm_sched.policy import registry
+from slurm_sched.protocol.settings_file import atomic_write_json
 from slurm_sched.service.config import ServiceConfig, load_config
 from slurm_sched.service.decision_log import DecisionLog
 from slurm_sched.service.metrics import SchedulerMetrics, serve_metrics
@@ -52,10 +53,10 @@ from slurm_sched.service.safety import SafePolicy
 from slurm_sched.service.sd_notify import Notifier
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.document_errors import SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.pyslurm_runner import make_runner
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
-from slurm_sched.slurm.settings_file import atomic_write_json
 
 log = logging.getLogger(__name__)
 

@@ -90,7 +90,7 @@ class DecisionLog:
             self._f = None
 
 
-def read_decisions(path: str | Path) -> list[dict]:
+def read_decisions(path: str | Path) -> list[dict[str, Any]]:
     """All records of a decision log (skips a torn last line from a crash)."""
     out = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from slurm_sched.service.config import load_config
+from slurm_sched.service.daemon import Daemon
 
 DEFAULT_CONFIG = Path("/etc/slurm-sched/config.toml")
 
@@ -39,8 +40,6 @@ DEFAULT_CONFIG = Path("/etc/slurm-sched/config.toml")
 def run_cmd(config_path: Path, dry_run: bool, once: bool, mini_cluster: Path | None) -> None:
     """Run the scheduler daemon on the live Slurm cluster (SIGTERM stops it cleanly, SIGHUP
     reloads the config)."""
-    from slurm_sched.service.daemon import Daemon
-
     cfg = load_config(config_path)
     updates: dict[str, object] = {}
     if dry_run:

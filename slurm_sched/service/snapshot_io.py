@@ -45,14 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from slurm_sched.backend import CompletedJob
 from slurm_sched.errors import InputError, SimulationStalledError
-from slurm_sched.model import Cluster, ClusterSnapshot, JobState, JobView, Resume
+from slurm_sched.model import Cluster, ClusterSnapshot, CompletedJob, JobState, JobView, Resume
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.placement_check import missing_gpu
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
-from slurm_sched.sim.progress import ProgressModel
 
 if TYPE_CHECKING:
     from slurm_sched.controller import ControllerStats
@@ -419,9 +418,9 @@ def simulate_from(
         SimulationStalledError: jobs that can never start (e.g. too big once the unavailable
             GPUs are taken out).
     """
-    from slurm_sched.clock import SimulatedClock
     from slurm_sched.controller import Controller
     from slurm_sched.perf import registry as perf_registry
+    from slurm_sched.sim.clock import SimulatedClock
 
     if progress_model is None:
         progress_model = policy.progress_model or "identity"

@@ -13,17 +13,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from slurm_sched.errors import InputError
 from slurm_sched.model import ACTION_ADAPTER, Action, ClusterSnapshot, JobState, JobView
+from slurm_sched.perf import registry as perf_registry
 from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
-
-if TYPE_CHECKING:
-    from slurm_sched.service.snapshot_io import SnapshotFile
+from slurm_sched.service.config import SafetyConfig, load_config
+from slurm_sched.service.safety import SafePolicy
+from slurm_sched.service.snapshot_io import (
+    SnapshotFile,
+    capture_live,
+    capture_recorded,
+    load_snapshot,
+    simulate_from,
+    write_snapshot,
+)
+from slurm_sched.sim.report import format_table
+from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.cluster import MiniCluster
+from slurm_sched.slurm.runner import CommandRunner
 
 # ------------------------------------------------------------------ live capture options
 _live_options = [
@@ -60,12 +72,6 @@ def capture(
 ) -> SnapshotFile:
     """A read-only live snapshot: the backend the daemon would build from the same config
     (``--config``, else defaults and ``SLURM_SCHED_*``), in dry-run mode."""
-    from slurm_sched.service.config import load_config
-    from slurm_sched.service.snapshot_io import capture_live
-    from slurm_sched.slurm.backend import SlurmBackend
-    from slurm_sched.slurm.cluster import MiniCluster
-    from slurm_sched.slurm.runner import CommandRunner
-
     cfg = load_config(config_path)
     env: dict[str, str] = {}
     source = "slurm:$SLURM_CONF"
@@ -117,8 +123,6 @@ def snapshot_cmd(out: str, jobs_json: str | None, nodes_json: str | None, now_s:
                  settings_dir: str | None, slurm_conf: str | None) -> None:
     """Capture the live state (read-only), or what the scheduler would see of a cluster
     recorded in JSON files (--from-json, --nodes), into a snapshot file for replay and explain."""
-    from slurm_sched.service.snapshot_io import capture_recorded, write_snapshot
-
     if (jobs_json is None) != (nodes_json is None):
         raise InputError("--from-json and --nodes go together (the jobs and the nodes)",
                          field="--nodes" if nodes_json is None else "--from-json")
@@ -127,8 +131,6 @@ def snapshot_cmd(out: str, jobs_json: str | None, nodes_json: str | None, now_s:
             raise InputError("a recorded cluster is read from files, not from Slurm",
                              field="--mini-cluster" if mini_cluster else "--slurm-conf")
         if not partitions and config_path is not None:
-            from slurm_sched.service.config import load_config
-
             partitions = tuple(load_config(config_path).managed_partitions)
         sf = capture_recorded(jobs_json, nodes_json, partitions=partitions,
                               settings_dir=settings_dir, now_s=now_s)
@@ -156,8 +158,6 @@ def _policy(name: str, config_path: str | None, safety: bool, clock_start_s: flo
     pol = registry.create(name)
     if not (safety or config_path):
         return pol
-    from slurm_sched.service.config import SafetyConfig, load_config
-    from slurm_sched.service.safety import SafePolicy
 
     limits = load_config(config_path).safety if config_path else SafetyConfig()
     return SafePolicy(pol, limits, clock_start_s=clock_start_s)
@@ -200,13 +200,9 @@ def replay_cmd(snapshot_file: str, policy_name: str, simulate: bool, out_format:
                restart_overhead_s: float, progress_model: str | None, safety: bool,
                config_path: str | None) -> None:
     """What a policy would do on a captured state now (and, with --simulate, afterwards)."""
-    from slurm_sched.service.snapshot_io import load_snapshot, simulate_from
-
     sf = load_snapshot(snapshot_file)
     snap = sf.snapshot
     if progress_model is not None:
-        from slurm_sched.perf import registry as perf_registry
-
         perf_registry.create(progress_model)  # validates the name
     # a replay trusts the recorded first starts: there is no daemon start to protect jobs from
     pol = _policy(policy_name, config_path, safety, clock_start_s=float("-inf"))
@@ -242,8 +238,6 @@ def replay_cmd(snapshot_file: str, policy_name: str, simulate: bool, out_format:
         for a, why in refusals:
             click.echo(f"  {a.kind} {a.job_id}: {why}")
     if result is not None:
-        from slurm_sched.sim.report import format_table
-
         click.echo("")
         click.echo("simulated from the snapshot to the last completion (JCT from submission; "
                    "makespan and GPU util over the replay):")
@@ -409,9 +403,6 @@ def explain_cmd(job_id: str, policy_name: str | None, snapshot_file: str | None,
                 mini_cluster: bool, config_path: str | None, partitions: tuple[str, ...],
                 settings_dir: str | None, slurm_conf: str | None) -> None:
     """Why a job waits and what it would need (state, queue position, free GPUs, policy)."""
-    from slurm_sched.service.config import load_config
-    from slurm_sched.service.snapshot_io import load_snapshot
-
     name = policy_name or load_config(config_path).policy
     pol = registry.create(name)
     if snapshot_file is not None:

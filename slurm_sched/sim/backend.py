@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from slurm_sched.backend import ActionRejected, ClusterBackend, CompletedJob, require
+from slurm_sched.backend import ActionRejected, ClusterBackend, require
 from slurm_sched.errors import InputError
 from slurm_sched.idempotent_apply import apply_idempotent
 from slurm_sched.model import (
@@ -30,15 +30,16 @@ from slurm_sched.model import (
     ActionResult,
     Cluster,
     ClusterSnapshot,
+    CompletedJob,
     JobSettings,
     JobSpec,
     JobState,
     JobView,
     Placement,
 )
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.placement_check import check_placement, missing_gpu
 from slurm_sched.sim.events import Event, EventKind, EventQueue
-from slurm_sched.sim.progress import ProgressModel
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A small typed event heap with deterministic tie-breaking.
 
-Events at the same time are popped by kind priority (completions, then arrivals, then timers),
-then in insertion order: the heap key is ``(time_s, priority, seq)`` so no two keys compare
+Events at the same time are popped by kind priority (completions, then arrivals), then in
+insertion order: the heap key is ``(time_s, priority, seq)`` so no two keys compare
 equal and the job ids never take part in the ordering.
 """
 
@@ -18,7 +18,6 @@ class EventKind(IntEnum):
 
     COMPLETION = 0
     ARRIVAL = 1
-    TIMER = 2
 
 
 @dataclass(frozen=True, slots=True)

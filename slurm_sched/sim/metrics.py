@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from slurm_sched.backend import CompletedJob
+from slurm_sched.model import CompletedJob
 
 
 class TenantMetrics(BaseModel):

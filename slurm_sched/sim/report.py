@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from slurm_sched.backend import CompletedJob
+from slurm_sched.model import CompletedJob
 from slurm_sched.sim.metrics import RunMetrics
 
 _COLUMNS = [

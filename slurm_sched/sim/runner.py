@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurm_sched.backend import CompletedJob
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller, ControllerStats
-from slurm_sched.model import ActionResult, Cluster, JobSpec
+from slurm_sched.model import ActionResult, Cluster, CompletedJob, JobSpec
+from slurm_sched.perf import registry as perf_registry
+from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
-from slurm_sched.sim.progress import ProgressModel
 
 #: Called with (jobs completed so far, total jobs) after every cycle that finished a job.
 ProgressCallback = Callable[[int, int], None]
@@ -42,8 +42,6 @@ def simulate(
     ``progress_model`` (an instance or a registry name) defaults to the policy's own
     ``progress_model``; ``max_jobs_per_gpu`` to the policy's sharing capacity.
     """
-    from slurm_sched.perf import registry as perf_registry
-
     pol = registry.create(policy) if isinstance(policy, str) else policy
     if progress_model is None:
         progress_model = pol.progress_model or "identity"

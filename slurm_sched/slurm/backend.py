@@ -14,7 +14,7 @@ Design (details, command table and the Slurm facts behind them, per release:
   fail-open lease of every pending managed job (below), and hands to Slurm (with a warning) jobs
   it cannot understand. GPUs that Slurm counts as used although no job holds them (an accounting
   leak of 22.05.8 after a slurmctld restart) are shown as foreign load (:attr:`phantom_gpus`).
-- Fail-open lease (``slurm_sched/service/lease.py``): managed jobs are not held; the submit
+- Fail-open lease (``slurm_sched/slurm/lease.py``): managed jobs are not held; the submit
   plugin sets their begin time a lease ahead, and every fresh snapshot pushes
   ``StartTime=now+lease_s`` on each pending managed job whose lease is due (one ``scontrol``
   batch). A Start is the pin, then the go ``StartTime=now``. Once nobody renews, Slurm starts
@@ -55,20 +55,21 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from slurm_sched.backend import ClusterBackend, CompletedJob
+from slurm_sched.backend import ClusterBackend
 from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
-from slurm_sched.model import Action, ActionResult, Cluster, ClusterSnapshot
-from slurm_sched.service.lease import Lease
+from slurm_sched.model import Action, ActionResult, Cluster, ClusterSnapshot, CompletedJob
+from slurm_sched.protocol.settings_file import SettingsStore
 from slurm_sched.slurm.apply import Applier
+from slurm_sched.slurm.document_errors import SlurmJsonError
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intent, Intents
 from slurm_sched.slurm.journal import Journal
+from slurm_sched.slurm.lease import Lease
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.ledgers import Ledgers
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
-from slurm_sched.slurm.settings_file import SettingsStore
 from slurm_sched.slurm.shared import FOREIGN, BackendState, BackendStats, Mismatch, Slot
 from slurm_sched.slurm.validate import REQUEUE_GRACE_S, SHARD_END_RISK_S, Validator
 from slurm_sched.slurm.version import SlurmVersion

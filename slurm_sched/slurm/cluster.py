@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from slurm_sched.errors import ClusterMisreadError, SlurmSchedError
-from slurm_sched.slurm.parse import SlurmJsonError, read_nodes
+from slurm_sched.slurm.document_errors import SlurmJsonError
+from slurm_sched.slurm.parse import read_nodes
 
 SCRIPT = Path(__file__).parent / "cluster.sh"
 DEFAULT_STATE_DIR = Path("/tmp/slurm-sched-cluster")

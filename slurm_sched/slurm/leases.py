@@ -1,6 +1,6 @@
 """The fail-open lease of the Slurm backend's pending jobs, and releasing held ones.
 
-Contract (the lease itself: ``slurm_sched/service/lease.py``): :meth:`Leases.renew_leases` pushes
+Contract (the lease itself: ``slurm_sched/slurm/lease.py``): :meth:`Leases.renew_leases` pushes
 ``StartTime=now+lease_s`` on jobs in one batch and records each success in ``renewed_at`` (a
 failure is counted and logged, never raised); :meth:`Leases.release_held` puts held jobs under a
 fresh lease, then releases them, so that Slurm does not start them before the scheduler decides.

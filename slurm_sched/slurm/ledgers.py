@@ -18,20 +18,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from slurm_sched.backend import CompletedJob
-from slurm_sched.model import JobSpec
-from slurm_sched.slurm.execute import Executor
-from slurm_sched.slurm.hints import (
+from slurm_sched.model import CompletedJob, JobSpec
+from slurm_sched.protocol.hints import (
     HintError,
     duration_from_time_limit,
     hints_to_jobspec,
     parse_hints,
 )
+from slurm_sched.protocol.settings_file import Ledger
+from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import Intents
 from slurm_sched.slurm.leases import Leases
 from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import SlurmQuery
-from slurm_sched.slurm.settings_file import Ledger
 from slurm_sched.slurm.shared import PENDING_STATES, RUNNING_STATES, BackendState, log
 from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import Cmd, Stage, start_now_cmd

@@ -17,13 +17,15 @@ other failed queries, ``UnsupportedSlurmVersion`` for a release outside the supp
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
 from slurm_sched.model import Cluster
 from slurm_sched.slurm import parse
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError
+from slurm_sched.slurm.document_errors import SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.shared import BackendState, Slot, log
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
@@ -135,8 +137,6 @@ class SlurmQuery:
         self.state.sinfo_at = time.monotonic()
 
     def _query_json(self, argv: list[str]) -> dict[str, Any]:
-        import json
-
         res = self.state.runner.run(argv)
         try:
             data = json.loads(res.stdout)

@@ -19,19 +19,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from slurm_sched.backend import CompletedJob
 from slurm_sched.model import (
     ActionResult,
     Cluster,
     ClusterSnapshot,
+    CompletedJob,
     JobSettings,
     JobView,
     Placement,
 )
-from slurm_sched.service.lease import Lease
+from slurm_sched.protocol.settings_file import Ledger, Progress, SettingsStore
+from slurm_sched.slurm.lease import Lease
 from slurm_sched.slurm.parse import SlurmJob, SlurmNode
 from slurm_sched.slurm.runner import CommandRunner
-from slurm_sched.slurm.settings_file import Ledger, Progress, SettingsStore
 from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion

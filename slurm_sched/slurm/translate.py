@@ -7,7 +7,7 @@ Slurm shows the requeued job PENDING again (a pin issued while the job is still 
 overwritten by Slurm's requeue handling, which also sets ``EligibleTime = now + ~121 s``).
 
 Managed jobs are not held: the submit plugin gives them a begin-time *lease* that the scheduler
-renews (``slurm_sched/service/lease.py``). A start is therefore two updates in two stages: the
+renews (``slurm_sched/slurm/lease.py``). A start is therefore two updates in two stages: the
 *pin* sets the nodes (and GRES) while the lease still keeps the job from starting, then the
 *go* ``update JobId=X StartTime=now`` makes it eligible. Slurm never sees the job eligible with
 the old nodes, and the CLI runner sends the go lines of a whole ``apply`` as a few job-list

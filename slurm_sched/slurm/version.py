@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurm_sched.errors import ClusterMisreadError
+from slurm_sched.slurm.document_errors import SlurmJsonError
 
 
 @dataclass(frozen=True, order=True)
@@ -146,8 +147,6 @@ def version_of(
         UnsupportedSlurmVersion: outside :data:`SUPPORTED_RANGE`.
         SlurmJsonError: no version declared and no fallback (the shape would be a guess).
     """
-    from slurm_sched.slurm.parse import SlurmJsonError
-
     version = declared_version(doc) or fallback
     if version is None:
         raise SlurmJsonError.missing(source, "meta.slurm.version", None)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSettings, JobState, JobView, Placement
+from slurm_sched.protocol.settings_file import Progress, progress_rate, work_done_s
 from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import SlurmQuery
-from slurm_sched.slurm.settings_file import Progress, progress_rate, work_done_s
 from slurm_sched.slurm.shared import (
     FOREIGN,
     PENDING_STATES,

@@ -192,7 +192,7 @@ def build(config: WorkloadConfig = WorkloadConfig()) -> Workload:
     noisy = rng.random(len(raw)) < config.noise_share
     picks = rng.random(len(raw))
     true_groups = list(groups)
-    for i in np.flatnonzero(noisy):
+    for i in map(int, np.flatnonzero(noisy)):
         peers = members[cls_of[i]]
         groups[i] = true_groups[peers[int(picks[i] * len(peers))]]
     # 3-4: configuration per group

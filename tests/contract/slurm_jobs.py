@@ -13,7 +13,8 @@ from typing import TypeVar
 
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
-from slurm_sched.slurm.parse import SlurmJob, SlurmJsonError, read_jobs
+from slurm_sched.slurm.document_errors import SlurmJsonError
+from slurm_sched.slurm.parse import SlurmJob, read_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_SCRIPT = REPO / "sbatch_templates" / "checkpointed_sleep.sh"

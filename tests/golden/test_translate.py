@@ -27,8 +27,8 @@ from slurm_sched.model import (
     Start,
     Suspend,
 )
+from slurm_sched.protocol.settings_file import SettingsStore
 from slurm_sched.slurm.parse import GpuRequest, parse_gpu_request
-from slurm_sched.slurm.settings_file import SettingsStore
 from slurm_sched.slurm.translate import (
     JobContext,
     ShardConfig,

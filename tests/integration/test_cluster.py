@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from slurm_sched.protocol.hints import JobHints, encode_hints, parse_hints
 from slurm_sched.slurm.cluster import MiniCluster
-from slurm_sched.slurm.hints import JobHints, encode_hints, parse_hints
 from slurm_sched.slurm.parse import SlurmJob
 from tests.contract.slurm_jobs import squeue_jobs
 
@@ -315,8 +315,8 @@ def test_down_stops_job_processes_whose_slurmstepd_died(slurm_cluster):
 
 def test_job_list_update_as_wide_as_the_terminal_is_attributed_per_line(slurm_cluster, submit):
     """scontrol reads a batch through readline, which echoes a line exactly as wide as the
-    terminal (80 columns without a tty) with cursor escapes; the runner's output attribution then
-    failed and the batch was re-run line by line (CI: the go of 11 jobs, re-run: "no longer
+    terminal (80 columns without a tty) with cursor escapes; the runner's output attribution
+    would then fail and the batch be re-run line by line (a re-run go answers "no longer
     pending"). The runner sets COLUMNS so wide that no line reaches it."""
     from slurm_sched.slurm.runner import CommandRunner
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock, WallClock
+from slurm_sched.clock import WallClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import (
     ActionResult,
@@ -34,6 +34,7 @@ from slurm_sched.model import (
 )
 from slurm_sched.policy import registry
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
 from tests.contract.slurm_jobs import (

@@ -23,9 +23,9 @@ from slurm_sched.model import (  # noqa: E402
     Reconfigure,
     Start,
 )
+from slurm_sched.protocol.hints import JobHints, encode_hints  # noqa: E402
 from slurm_sched.runtime.models import workload  # noqa: E402
 from slurm_sched.slurm.backend import SlurmBackend  # noqa: E402
-from slurm_sched.slurm.hints import JobHints, encode_hints  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "sbatch_templates" / "torch_train.sh"
 ITERATIONS = 24

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from slurm_sched.service.decision_log import read_decisions
-from slurm_sched.service.lease import SLURM_DEFAULT_SCHED_INTERVAL_S
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
+from slurm_sched.slurm.lease import SLURM_DEFAULT_SCHED_INTERVAL_S
 from tests.contract.slurm_jobs import (
     STEP_S,
     JobDef,

@@ -710,7 +710,7 @@ def test_pick_servers_orders_and_best_fit_baseline_packs():
 
 
 def test_pick_servers_matches_sorting_every_server():
-    """pick_servers scans counts per value (issue #10); the order is the plain sort's."""
+    """pick_servers scans counts per value; the order is the plain sort's."""
     from slurm_sched.policy.a_srpt import pick_servers
 
     def reference(free, num_gpus, order, unit):

@@ -81,8 +81,8 @@ def test_fifo_head_of_line_blocks_but_sjf_skips():
 
 
 # ------------------------------------------------------------------ indexed placement helpers
-# The scale work (issue #10) replaced per-job scans of every node by indexes. These references
-# are the plain scans the helpers had before; the indexed versions must choose the same GPUs.
+# The placement helpers use indexes instead of per-job scans of every node. These references
+# are the plain scans; the indexed versions must choose the same GPUs.
 def _ref_consolidated(free: dict[str, list[int]], num_gpus: int) -> dict[str, list[int]] | None:
     if num_gpus <= 0 or sum(len(g) for g in free.values()) < num_gpus:
         return None

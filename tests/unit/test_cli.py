@@ -179,3 +179,23 @@ def test_policies_options_flag_lists_options(capsys):
     rc, out, _ = run(capsys, "policies", "--options")
     assert rc == 0
     assert "options: catalog, restart_cost_s, round_s" in out
+
+
+def test_every_listed_command_loads_and_its_help_line_is_its_own():
+    from slurm_sched.cli import COMMANDS, load_command
+
+    for name, (_, help_line) in COMMANDS.items():
+        command = load_command(name)
+        own = " ".join((command.help or "").split("\n\n")[0].split())
+        assert own == help_line, name
+
+
+def test_help_imports_no_command_module():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom slurm_sched.cli import main\nmain(['--help'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('slurm_sched.') "
+            "and m.split('.')[1] not in ('cli', 'errors', 'native')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

@@ -42,9 +42,8 @@ SECTIONS = {"safety": ["min_runtime_before_preempt_s", "max_preemptions_per_cycl
 #: Keyword arguments of pydantic-settings' BaseSettings.__init__ (``_env_file``,
 #: ``_cli_parse_args``, ``_secrets_dir``...). load_config passes the TOML table as keyword
 #: arguments, so a config file can set them: ``_cli_parse_args = true`` parses the daemon's own
-#: command line and exits (SystemExit), ``_env_file``/``_secrets_dir`` read other files. Found
-#: by this fuzzer; config.py now rejects every key that is not a field ("unknown setting"), and
-#: the fuzz loop draws them too.
+#: command line and exits (SystemExit), ``_env_file``/``_secrets_dir`` read other files. config.py
+#: rejects every key that is not a field ("unknown setting"), and the fuzz loop draws them too.
 SETTINGS_INIT_KEYWORDS = [p for p in inspect.signature(BaseSettings.__init__).parameters
                           if p.startswith("_")]
 ODD_KEYS = ["surprise", "_", "_policy", "model_config", "__init__", "self", "values", "POLICY",

@@ -21,7 +21,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_sched.slurm.hints import (
+from slurm_sched.protocol.hints import (
     MAX_COMMENT_BYTES,
     HintError,
     JobHints,

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSpec, JobState, parse_cluster_spec
 from slurm_sched.perf import registry as perf_registry
@@ -34,6 +33,7 @@ from slurm_sched.policy.gandiva_trading import (
     trade,
 )
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.workloads import gandiva_fair as wl
 from tests.builders import job
 from tests.invariants import CheckingBackend

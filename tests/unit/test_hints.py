@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_sched.errors import InputError
-from slurm_sched.slurm.hints import (
+from slurm_sched.protocol.hints import (
     DEFAULT_DURATION_S,
     MAX_COMMENT_BYTES,
     HintError,
@@ -209,9 +209,9 @@ def test_round_trip_property(h):
 
 
 def test_schema_file_is_current():
-    """plugin/hints.schema.json is regenerated with: python -m slurm_sched.slurm.hints"""
+    """plugin/hints.schema.json is regenerated with: python -m slurm_sched.protocol.hints"""
     assert SCHEMA_FILE.read_text() == schema_json(), (
-        "run: python -m slurm_sched.slurm.hints > plugin/hints.schema.json"
+        "run: python -m slurm_sched.protocol.hints > plugin/hints.schema.json"
     )
     schema = json.loads(SCHEMA_FILE.read_text())
     assert schema["additionalProperties"] is False

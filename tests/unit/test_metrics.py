@@ -2,7 +2,7 @@
 
 import pytest
 
-from slurm_sched.backend import CompletedJob
+from slurm_sched.model import CompletedJob
 from slurm_sched.sim.metrics import compute_metrics
 from tests.builders import job
 

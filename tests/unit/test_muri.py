@@ -15,7 +15,6 @@ from collections import Counter
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import (
     ClusterSnapshot,
@@ -48,6 +47,7 @@ from slurm_sched.policy.placement import pack_consolidated
 from slurm_sched.policy.queue_based import preemptive_in_order
 from slurm_sched.policy.srsf import Srsf
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.runner import simulate
 from slurm_sched.traces import bundled, read_trace
 from tests.builders import job, place

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from slurm_sched import native
-from slurm_sched.policy import rubick
+from slurm_sched.policy.rubick import policy as rubick
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -34,7 +34,8 @@ def test_a_matching_build_is_served(tmp_path):
 
 
 @pytest.mark.parametrize(("override", "why"), [
-    ({"sources": {m: "0" * 64 for m in native.COMPILED}}, "stale: rubick.py changed"),
+    ({"sources": {m: "0" * 64 for m in native.COMPILED}},
+     "stale: policy/rubick/candidates.py changed"),
     ({"suffix": ".cpython-27-foo.so"}, "built for .cpython-27-foo.so"),
     ({"sources": {}}, "built for []"),
 ])
@@ -47,10 +48,10 @@ def test_a_stale_or_foreign_build_is_not_served(tmp_path, override, why):
 
 def test_a_build_with_a_file_missing_is_not_served(tmp_path):
     manifest = _fake_build(tmp_path)
-    (tmp_path / manifest["files"]["slurm_sched.policy.rubick"]).unlink()
+    (tmp_path / manifest["files"]["slurm_sched.policy.rubick.policy"]).unlink()
     files, why = native.check_build(tmp_path)
     assert files == {}
-    assert why.startswith("missing ") and why.endswith("slurm_sched.policy.rubick" + SUFFIX)
+    assert why.startswith("missing ") and why.endswith("slurm_sched.policy.rubick.policy" + SUFFIX)
 
 
 def test_no_or_unreadable_manifest(tmp_path):
@@ -62,10 +63,10 @@ def test_no_or_unreadable_manifest(tmp_path):
 
 def test_require_mode_refuses_to_run_a_compiled_module_from_source():
     finder = native._Finder("require")
-    finder._checked = ({}, "stale: rubick.py changed since the build")
+    finder._checked = ({}, "stale: policy/rubick/policy.py changed since the build")
     with pytest.raises(ImportError, match="SLURM_SCHED_NATIVE=require but the compiled core is "
                                           "stale"):
-        finder.find_spec("slurm_sched.policy.rubick")
+        finder.find_spec("slurm_sched.policy.rubick.policy")
     assert finder.find_spec("slurm_sched.policy.muri") is None  # not compiled: the source
     assert finder.find_spec("numpy") is None
     assert native._Finder("auto").find_spec("numpy") is None
@@ -88,14 +89,35 @@ def test_a_bad_mode_names_the_variable_and_value(monkeypatch):
 
 
 def test_source_module_is_the_pure_python_module():
-    src = native.source_module("slurm_sched.policy.rubick")
-    assert src is native.source_module("slurm_sched.policy.rubick")  # loaded once
+    src = native.source_module("slurm_sched.policy.rubick.policy")
+    assert src is native.source_module("slurm_sched.policy.rubick.policy")  # loaded once
     assert not native.is_compiled(src)
-    assert src.__file__ == str(native.source_path("slurm_sched.policy.rubick"))
+    assert src.__file__ == str(native.source_path("slurm_sched.policy.rubick.policy"))
     assert src.Rubick is not rubick.Rubick
-    assert native.status()["slurm_sched.policy.rubick"] in (
+    assert native.status()["slurm_sched.policy.rubick.policy"] in (
         ("compiled",) if native.is_compiled(rubick) else
         tuple(f"source: {w}" for w in ("off", native.check_build()[1])))
+
+
+def test_source_modules_run_as_one_unit():
+    """A source module's imports of the other compiled modules are their source modules (a
+    patch of one is seen by all), while the modules imported as usual and their packages'
+    attributes stay as they were."""
+    import sys
+
+    from slurm_sched.policy import placement
+    from slurm_sched.policy import rubick as package
+    from slurm_sched.policy.rubick import allocations
+
+    src = native.source_module("slurm_sched.policy.rubick.policy")
+    src_allocations = native.source_module("slurm_sched.policy.rubick.allocations")
+    src_placement = native.source_module("slurm_sched.policy.placement")
+    assert src.State is src_allocations.State is not allocations.State
+    assert src_allocations.CountIndex is src_placement.CountIndex is not placement.CountIndex
+    assert sys.modules["slurm_sched.policy.rubick.policy"] is rubick
+    assert sys.modules["slurm_sched.policy.rubick.allocations"] is allocations
+    assert package.policy is rubick and package.allocations is allocations
+    assert package.Rubick is rubick.Rubick
 
 
 def test_compiled_placement_matches_the_source():

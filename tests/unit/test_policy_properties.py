@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSpec, parse_cluster_spec
 from slurm_sched.perf import registry as perf_registry
 from slurm_sched.policy import registry
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from tests.invariants import CheckingBackend
 
 CLUSTERS = ["1x4", "2x4", "2x8", "1x8,2x2", "3x4"]

@@ -6,7 +6,6 @@ import random
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSettings, JobSpec, JobState, Reconfigure, parse_cluster_spec
 from slurm_sched.perf.pollux_goodput import (
@@ -18,10 +17,12 @@ from slurm_sched.perf.pollux_goodput import (
     replica_options,
     speedup,
 )
-from slurm_sched.perf.sjf_bsbf_model import GavelXi, SjfBsbfWorld, job_profile
+from slurm_sched.perf.sjf_bsbf_model import GavelXi, job_profile
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy import registry
 from slurm_sched.policy.pollux import Pollux, _Job, exhaustive_counts, greedy_counts, objective
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.workloads.sjf_bsbf import generate_jobs
 from tests.builders import job, place
 from tests.invariants import CheckingBackend

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from slurm_sched.errors import BackendUnavailableError, InputError
-from slurm_sched.service.lease import Lease
+from slurm_sched.slurm.lease import Lease
 from slurm_sched.slurm.pyslurm_runner import (
     CliFallback,
     PyslurmCall,

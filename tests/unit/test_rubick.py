@@ -12,44 +12,44 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobState, Node, Placement
 from slurm_sched.native import source_module
 from slurm_sched.perf import registry as perf_registry
-from slurm_sched.perf.rubick_model import (
+from slurm_sched.perf.rubick.job_info import job_info
+from slurm_sched.perf.rubick.measured import (
     HELD_OUT_DP,
     HELD_OUT_GPUS,
-    LOWER,
-    MODELS,
-    UPPER,
     WELL_BEHAVED,
-    FittedPredictor,
-    InsufficientProfileError,
-    OraclePredictor,
-    Plan,
-    ProfileSample,
-    RubickProgress,
-    accumulation_steps,
-    enumerate_plans,
-    features,
-    fit_model,
     forward_profile,
-    gpu_memory_gb,
     held_out_errors,
-    job_info,
     load_profile,
     measured_catalog,
+    profiled_model,
+)
+from slurm_sched.perf.rubick.memory import accumulation_steps, enumerate_plans, gpu_memory_gb
+from slurm_sched.perf.rubick.models import MODELS
+from slurm_sched.perf.rubick.perf_model import (
+    LOWER,
+    UPPER,
+    InsufficientProfileError,
+    ProfileSample,
+    features,
+    fit_model,
     overlap,
     predict_ms,
     predict_ms_jac,
-    profiled_model,
     sample_forward,
-    speed_of,
 )
+from slurm_sched.perf.rubick.plans import Plan
+from slurm_sched.perf.rubick.predictors import FittedPredictor, OraclePredictor
+from slurm_sched.perf.rubick.world_speed import RubickProgress, speed_of
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.rubick import EPS_FLAT, Rubick, get_best_plan
+from slurm_sched.policy.rubick import Rubick
+from slurm_sched.policy.rubick.curves import EPS_FLAT
+from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from tests.invariants import CheckingBackend
 
 ORACLE = OraclePredictor()
@@ -223,10 +223,10 @@ def test_online_refit_after_a_bad_prediction():
 
 def test_first_pass_observes_merges_reports_and_a_quiet_cluster_is_not_refitted():
     """Three jobs run ViT with DP on 2 GPUs at different speeds, from before the scheduler
-    started: they report in its very first pass (the first pass used to wait for job models
-    built after observing, so a restarted daemon scheduled once on stale models), the
-    predictor is told their median, not whichever came last, and a later pass over the same
-    state refits nothing (every pass refitted when the reports overwrote each other)."""
+    started: they report in its very first pass (so a restarted daemon never schedules on
+    models built before observing), the predictor is told their median, not whichever came
+    last, and a later pass over the same state refits nothing (reports that overwrote each
+    other would make every pass refit)."""
     from slurm_sched.model import JobView, Placement
 
     cluster = a800(3)
@@ -684,7 +684,7 @@ def test_profile_samples_have_the_paper_minimum_for_fitted_models():
     assert isinstance(load_profile("gpt2")[0], ProfileSample)
 
 
-# ------------------------------------------------------------------ indexed embedding (issue #10)
+# ------------------------------------------------------------------ indexed embedding
 @pytest.mark.parametrize("seed", range(30))
 def test_indexed_embeddings_match_embed(seed):
     """The free-GPU index gives the nodes :func:`embed` picks from a full availability map:
@@ -692,7 +692,8 @@ def test_indexed_embeddings_match_embed(seed):
     import random
 
     from slurm_sched.policy.placement import CountIndex
-    from slurm_sched.policy.rubick import NodeState, State, embed, embed_free
+    from slurm_sched.policy.rubick.allocations import NodeState, State
+    from slurm_sched.policy.rubick.embedding import embed, embed_free
     from slurm_sched.policy.rubick_baselines import _best_fit_embed_counts
 
     rng = random.Random(seed)
@@ -713,7 +714,7 @@ def test_indexed_embeddings_match_embed(seed):
         assert _best_fit_embed_counts(shape, g, counts) == embed(shape, g, plain, {}, names)
 
 
-# ------------------------------------------------------------------ scale paths (issue #10)
+# ------------------------------------------------------------------ scale paths
 def _walk_one_by_one(self, snapshot, state, jobs, j, own, cap, urgent_floor, privileged, total,
                      steals):
     """The node walk as first written: every node in order, asking each for a donor."""
@@ -767,7 +768,7 @@ def _rollback_fresh_versions(self, mark):
 
 def _flatness_order_eager(by_speed, by_size, fit):
     """The flatness order as first written: embed every candidate, then sort the fits."""
-    from slurm_sched.policy.rubick import EPS_FLAT
+    from slurm_sched.policy.rubick.curves import EPS_FLAT
 
     fits = [(s, c, fit(c)) for s, c in by_size]
     fits = [f for f in fits if f[2] is not None]
@@ -825,13 +826,13 @@ def test_scale_paths_decide_as_the_plain_walk(variant, seed, small_cluster, monk
     """The walk's array skipping (``small_cluster`` 0: used on every cluster), version reuse
     after rollbacks, donor answers by node content, shared per-name prediction tables, step-downs
     shared by one-node donors of a kind, the lazy flatness order and the reuse of a queued
-    kind's failure (issue #10) decide exactly what the one-by-one walk with fresh versions,
+    kind's failure decide exactly what the one-by-one walk with fresh versions,
     version-keyed donors, per-model tables, per-donor step-downs, fully sorted fits and no
     failure reuse decides, over two passes (cold, then after observations and refits).
     Patched internals: the pure-Python module (compiled code calls its own functions directly;
     ``test_compiled_core_decides_as_the_source`` ties the two together)."""
-    rubick = source_module("slurm_sched.policy.rubick")
-    Rubick, State = rubick.Rubick, rubick.State
+    rubick = source_module("slurm_sched.policy.rubick.policy")
+    Rubick, State = rubick.Rubick, source_module("slurm_sched.policy.rubick.allocations").State
 
     fast = Rubick(variant=variant)
     with monkeypatch.context() as m:
@@ -863,7 +864,7 @@ def test_only_committed_steals_shrink_donors(variant, seed, monkeypatch):
     fails or does not need them. In both passes the shrunk jobs are exactly the donors of the
     committed moves, and the walks stole more often than was committed. (The pure-Python
     module: its walk is patched to count.)"""
-    Rubick = source_module("slurm_sched.policy.rubick").Rubick
+    Rubick = source_module("slurm_sched.policy.rubick.policy").Rubick
     pol = Rubick(variant=variant)
     tentative: list[int] = []
     orig_walk = Rubick._walk

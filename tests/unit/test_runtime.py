@@ -18,6 +18,7 @@ import pytest
 
 from slurm_sched.errors import InputError
 from slurm_sched.model import JobSettings
+from slurm_sched.protocol.settings_file import SettingsStore
 from slurm_sched.runtime import launch
 from slurm_sched.runtime.accumulation import micro_batch_sizes, shard_bounds
 from slurm_sched.runtime.interleave import StageInterleaver, StageRecord, alternation, overlap_s
@@ -37,7 +38,6 @@ from slurm_sched.runtime.profile import (
     write_pollux_placements,
 )
 from slurm_sched.runtime.progress import IterationTimer, ProgressReporter
-from slurm_sched.slurm.settings_file import SettingsStore
 
 
 # ---------------------------------------------------------------------------------- sub-batches

@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 from click.testing import CliRunner  # noqa: E402
 
 from slurm_sched.model import JobSettings  # noqa: E402
+from slurm_sched.protocol.settings_file import SettingsStore  # noqa: E402
 from slurm_sched.runtime import checkpoint  # noqa: E402
 from slurm_sched.runtime.interleave import StageRecord, alternation, overlap_s  # noqa: E402
 from slurm_sched.runtime.job import JobContext  # noqa: E402
@@ -35,7 +36,6 @@ from slurm_sched.runtime.profile import (  # noqa: E402
     write_pollux_placements,
 )
 from slurm_sched.runtime.session import EXIT_PREEMPTED, JobPreempted, TrainingSession  # noqa: E402
-from slurm_sched.slurm.settings_file import SettingsStore  # noqa: E402
 
 W = workload("tiny-transformer")
 BATCH = 16

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import (
     Action,
@@ -28,6 +27,7 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.service.config import SafetyConfig
 from slurm_sched.service.safety import TRANSPARENT_ATTRIBUTES, SafePolicy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.traces import bundled, read_trace
 from tests.builders import job, place
 from tests.invariants import CheckingBackend

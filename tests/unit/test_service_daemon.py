@@ -21,10 +21,10 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.service.config import ServiceConfig, load_config
 from slurm_sched.service.daemon import Daemon, ShadowTracker
 from slurm_sched.service.decision_log import read_decisions
-from slurm_sched.service.lease import Lease
 from slurm_sched.service.reconcile import reconcile
 from slurm_sched.service.sd_notify import Notifier
 from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.lease import Lease
 from slurm_sched.slurm.parse import parse_job
 from tests.contract.recorded import FakeRunner, recorded
 

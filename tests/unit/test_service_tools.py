@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from slurm_sched.cli import main
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.errors import InputError, SimulationStalledError
 from slurm_sched.model import (
@@ -32,6 +31,7 @@ from slurm_sched.service.snapshot_io import (
 )
 from slurm_sched.service.tools_cli import explain_job, queue_order
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from tests.builders import job
 
 CLUSTER = "1x4:a100,1x4:v100"

@@ -19,8 +19,8 @@ from slurm_sched.model import (
     Suspend,
     parse_cluster_spec,
 )
+from slurm_sched.perf.progress import UniformInterference
 from slurm_sched.sim.backend import SimulatedBackend
-from slurm_sched.sim.progress import UniformInterference
 from tests.builders import job, place
 
 CLUSTER = parse_cluster_spec("2x2")

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from slurm_sched.clock import SimulatedClock
 from slurm_sched.controller import Controller
 from slurm_sched.model import (
     ClusterSnapshot,
@@ -27,7 +26,6 @@ from slurm_sched.perf.sjf_bsbf_model import (
     GPU_MEMORY_GB,
     CallableXi,
     GavelXi,
-    SjfBsbfWorld,
     UniformXi,
     current_sub_batch,
     fit_iter_model,
@@ -35,11 +33,14 @@ from slurm_sched.perf.sjf_bsbf_model import (
     job_profile,
     overlap_time,
 )
+from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
 from slurm_sched.policy import registry
 from slurm_sched.policy.sjf import Sjf
-from slurm_sched.policy.sjf_bsbf import SjfBsbf, eq25, pair_decision, simulate_pair
+from slurm_sched.policy.sjf_bsbf import SjfBsbf
+from slurm_sched.policy.sjf_bsbf.pair import eq25, pair_decision, simulate_pair
 from slurm_sched.policy.sjf_ffs import SjfFfs
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.runner import simulate
 from slurm_sched.workloads.sjf_bsbf import generate, generate_jobs, summary
 from tests.builders import job, place

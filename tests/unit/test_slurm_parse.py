@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from slurm_sched.errors import BackendUnavailableError, SlurmCommandError
+from slurm_sched.slurm.document_errors import SlurmJsonError
 from slurm_sched.slurm.parse import (
     GpuRequest,
     NodeAlloc,
-    SlurmJsonError,
     cluster_from_nodes,
     expand_hostlist,
     parse_gpu_request,

@@ -16,14 +16,8 @@ from typing import Any
 
 import pytest
 
-from slurm_sched.slurm.parse import (
-    SlurmJob,
-    SlurmJsonError,
-    SlurmMisreadError,
-    SlurmNode,
-    read_jobs,
-    read_nodes,
-)
+from slurm_sched.slurm.document_errors import SlurmJsonError, SlurmMisreadError
+from slurm_sched.slurm.parse import SlurmJob, SlurmNode, read_jobs, read_nodes
 from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion
 

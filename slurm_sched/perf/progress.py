@@ -64,3 +64,6 @@ class UniformInterference(ProgressModel):
         self, job: JobView, placement: Placement, co_located: Sequence[JobView]
     ) -> float:
         return self.xi ** len(co_located)
+
+
+PROGRESS_MODELS = {"identity": ProgressModel}

@@ -332,5 +332,5 @@ def schema_json() -> str:
     return json.dumps(JobHints.model_json_schema(), indent=2) + "\n"
 
 
-if __name__ == "__main__":  # python -m slurm_sched.slurm.hints > plugin/hints.schema.json
+if __name__ == "__main__":  # python -m slurm_sched.protocol.hints > plugin/hints.schema.json
     print(schema_json(), end="")

@@ -71,13 +71,11 @@ Deviations (see ``docs/reproductions/gandiva-fair.md``)
 
 from __future__ import annotations
 
-import abc
 import heapq
 import math
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from slurm_sched.model import (
     Action,
@@ -97,6 +95,9 @@ from slurm_sched.model import (
 from slurm_sched.perf.fairness import water_fill
 from slurm_sched.perf.gpu_generations import generation_rank, resolve_job_type, speedup
 from slurm_sched.policy.base import Policy
+from slurm_sched.policy.gandiva_fair.admission import AdmitCache, PickIndex, WideIndex
+from slurm_sched.policy.gandiva_fair.cycle import Cycle
+from slurm_sched.policy.gandiva_fair.job_state import EPS, HeldJob, JobMemory
 from slurm_sched.policy.gandiva_stride import (
     PASS_DIGITS,
     Slot,
@@ -104,279 +105,15 @@ from slurm_sched.policy.gandiva_stride import (
     slot_stride_round,
     sort_key,
 )
-from slurm_sched.policy.gandiva_trading import (
-    Trade,
-    base_entitlements,
-    highest_lowest_trade,
-    trade,
-)
+from slurm_sched.policy.gandiva_trading import Trade, base_entitlements, highest_lowest_trade, trade
 
 #: Trading rules: the incentive-compatible default and the spec's literal one (comparison).
 TRADE_RULES = {"vickrey-pivot": trade, "highest-lowest": highest_lowest_trade}
 #: Pool key of a job wider than every pool it may use (placed across pools).
 ANY_POOL = "*"
-_EPS = 1e-9
 #: Tickets (GPUs) of a job in a pool where its user is entitled to nothing: it only uses GPUs
 #: nobody else wants at that moment.
 _BACKGROUND_TICKETS = 1e-3
-
-
-@dataclass
-class _Memory:
-    """What the policy remembers about a job between cycles."""
-
-    seq: int
-    pass_: float | None = None
-    #: The pass the job would have with exactly its fair share: it grows by (water-filled
-    #: GPUs / tickets) per quantum, so ``due - pass`` is how far behind the job is.
-    due: float = 0.0
-    last_run: int = -1
-    placed_at_s: float = 0.0
-    #: Lag when last moved, and the back-off factor of its residence time: a move after which
-    #: the job fell further behind did not help, so the next one waits twice as long.
-    lag_at_move: float | None = None
-    backoff: int = 1
-
-    @property
-    def lag(self) -> float:
-        return self.due - (self.pass_ or 0.0)
-
-
-@dataclass
-class _Held:
-    """A job holding GPUs (running or suspended), as this cycle sees it."""
-
-    view: JobView
-    user: str
-    size: int
-    pool: str
-    slots: frozenset[Slot]
-    servers: tuple[str, ...]
-    running: bool
-    tickets: float = 1.0
-    share: float = 1.0  # time share: water-filled GPUs / size, in (0, 1]
-    moved: bool = False
-    #: ``view.job_id``, a plain attribute (read hundreds of thousands of times a cycle)
-    job_id: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.job_id = self.view.spec.job_id
-
-    @property
-    def capped(self) -> bool:
-        return self.share >= 1.0 - _EPS
-
-
-class _ServerIndex(abc.ABC):
-    """Entries per server of one list of servers, kept in one sorted list during admission;
-    a server whose loads changed (:meth:`touch`) is re-filed at the next query."""
-
-    def __init__(self, nodes: list[Node], cap: int, admit: _AdmitCache) -> None:
-        self.cap = cap
-        self.admit = admit
-        self.pos = {n.name: i for i, n in enumerate(nodes)}
-        self.nodes = {n.name: n for n in nodes}
-        self.sorted: list[tuple] = []
-        self.by_node: dict[str, list[tuple]] = {}
-        #: servers whose loads changed since they were filed (re-filed at the next query)
-        self.dirty: set[str] = set()
-        for n in nodes:
-            out = self.by_node[n.name] = self._entries(n)
-            self.sorted.extend(out)
-            admit.watchers.setdefault(n.name, []).append(self)
-        self.sorted.sort()
-
-    @abc.abstractmethod
-    def _entries(self, n: Node) -> list[tuple]:
-        """The sorted-list entries of server ``n`` as it is now."""
-
-    def _avail(self, n: Node) -> list[tuple[float, int, int]]:
-        """(load, jobs, GPU index) of the server's GPUs under the capacity, by index (shared
-        by the indexes of one capacity until the server's loads change; read-only)."""
-        admit, cap = self.admit, self.cap
-        out = admit.avail.get((n.name, cap))
-        if out is None:
-            load, count = admit.load, admit.count
-            out = []
-            for g in range(n.num_gpus):
-                slot = (n.name, g)
-                c = count.get(slot, 0)
-                if c < cap:
-                    out.append((load.get(slot, 0), c, g))
-            admit.avail[(n.name, cap)] = out
-        return out
-
-    def touch(self, node: str) -> None:
-        self.dirty.add(node)
-
-    def _refresh(self) -> None:
-        entries = self.sorted
-        for node in self.dirty:
-            old = self.by_node[node]
-            out = self.by_node[node] = self._entries(self.nodes[node])
-            # entries are unique: replace only those that changed (a placement changes one
-            # aligned block of a server, not the others)
-            for e in old:
-                if e not in out:
-                    del entries[bisect_left(entries, e)]
-            for e in out:
-                if e not in old:
-                    insort(entries, e)
-        self.dirty.clear()
-
-
-class _PickIndex(_ServerIndex):
-    """The single-server GPU sets of one size on a list of servers, sorted by their score
-    without the job's share: (max load, rounded sum of loads, jobs, server position, set).
-
-    :meth:`GandivaFair._choose_gpus` ranks sets by ``(round(max load + share, 9), round(sum
-    of loads, 9), jobs, position)``; adding the share and rounding keeps the order of the max
-    loads except between loads less than 3e-9 apart, so only the best set of each distinct
-    max load within 3e-9 of the lowest is scored exactly."""
-
-    WINDOW = 3e-9
-
-    def __init__(self, nodes: list[Node], size: int, cap: int, admit: _AdmitCache) -> None:
-        self.size = size
-        super().__init__(nodes, cap, admit)
-
-    def _entries(self, n: Node) -> list[tuple]:
-        size = self.size
-        if n.num_gpus < size:
-            return []
-        avail = self._avail(n)
-        if len(avail) < size:
-            return []
-        name, pos, num = n.name, self.pos[n.name], n.num_gpus
-        if size == 1:  # _slot_sets: the least loaded GPU
-            a = min(avail)
-            return [(a[0], round(a[0], 9), a[1], pos, 0, name, (a[2],))]
-        if size < num and size & (size - 1) == 0 and num & (num - 1) == 0:
-            # _slot_sets' aligned blocks, inlined (thousands of servers re-filed a cycle)
-            by_index = {a[2]: a for a in avail}
-            out: list[tuple] = []
-            for start in range(0, num, size):
-                block = [by_index[g] for g in range(start, start + size) if g in by_index]
-                if len(block) < size:
-                    continue
-                loads = [b[0] for b in block]
-                out.append((max(loads), round(sum(loads), 9), sum(b[1] for b in block),
-                            pos, len(out), name, tuple(range(start, start + size))))
-            if out:
-                return out
-        pick = sorted(avail)[:size]  # _slot_sets: the least loaded GPUs
-        return [(max(a[0] for a in pick), round(sum(a[0] for a in pick), 9),
-                 sum(a[1] for a in pick), pos, 0, name, tuple(sorted(a[2] for a in pick)))]
-
-    def best(self, share: float) -> tuple[str, tuple[int, ...]] | None:
-        self._refresh()
-        entries = self.sorted
-        if not entries:
-            return None
-        low = entries[0][0]
-        best: tuple | None = None
-        i = 0
-        while i < len(entries):
-            e = entries[i]
-            if e[0] > low + self.WINDOW:
-                break
-            key = (round(e[0] + share, 9), e[1], e[2], e[3], e[4])
-            if best is None or key < best[0]:
-                best = (key, e)
-            i = bisect_right(entries, (e[0], math.inf))
-        assert best is not None
-        return best[1][5], best[1][6]
-
-
-class _WideIndex(_ServerIndex):
-    """The servers of a list, ranked as :meth:`GandivaFair._choose_gpus` ranks them for a job
-    wider than any of them: (not all GPUs available, rounded mean load of the available ones,
-    position), with each server's available GPUs by (load, jobs, index)."""
-
-    def __init__(self, nodes: list[Node], cap: int, admit: _AdmitCache) -> None:
-        self.avail: dict[str, list[tuple[float, int, int]]] = {}
-        super().__init__(nodes, cap, admit)
-
-    def _entries(self, n: Node) -> list[tuple]:
-        avail = sorted(self._avail(n))
-        self.avail[n.name] = avail
-        if not avail:
-            return []
-        mean = sum(a[0] for a in avail) / len(avail)
-        return [(-(len(avail) == n.num_gpus), round(mean, 9), self.pos[n.name], n.name)]
-
-    def take(self, size: int) -> Placement | None:
-        """The GPUs of the best ranked servers, ``size`` in all, or None."""
-        self._refresh()
-        alloc: dict[str, list[int]] = {}
-        left = size
-        for e in self.sorted:
-            take = self.avail[e[3]][:left]
-            alloc[e[3]] = sorted(a[2] for a in take)
-            left -= len(take)
-            if left == 0:
-                return Placement.of(alloc)
-        return None
-
-
-@dataclass
-class _AdmitCache:
-    """What admission asks for once per job, kept up to date as it places jobs: each GPU's
-    load and job count, jobs per (user, pool), and per pool the running sums of
-    :meth:`GandivaFair._join_pass` (uncapped jobs, then all) in ``held`` order. The plain
-    sums scan every holder or held job for each of thousands of pending jobs; these are the
-    same sums, accumulated in the same order."""
-
-    load: dict[Slot, float]
-    count: dict[Slot, int]
-    per_user_pool: dict[tuple[str, str], int]
-    #: GPUs held per pool and per (user, pool)
-    pool_gpus: dict[str, int]
-    user_pool_gpus: dict[tuple[str, str], int]
-    #: pool -> [tickets, tickets x pass, jobs] of uncapped jobs, then of all jobs with a pass
-    passes: dict[str, list[float]]
-    #: servers of a (pool, required type) and their GPU-set indexes by size
-    servers: dict[tuple[str, str | None], list[Node]] = field(default_factory=dict)
-    picks: dict[tuple[str, str | None, int], _PickIndex] = field(default_factory=dict)
-    wide: dict[tuple[str, str | None], _WideIndex] = field(default_factory=dict)
-    #: server -> the indexes that hold it (re-filed when its loads change)
-    watchers: dict[str, list[_ServerIndex]] = field(default_factory=dict)
-    placements: dict[tuple[str, tuple[int, ...]], Placement] = field(default_factory=dict)
-    #: (server, capacity) -> its GPUs under the capacity (``_ServerIndex._avail``)
-    avail: dict[tuple[str, int], list[tuple[float, int, int]]] = field(default_factory=dict)
-    widest: dict[tuple[str, str | None], int] = field(default_factory=dict)
-
-
-@dataclass
-class _Cycle:
-    """Working state of one decide() call."""
-
-    snap: ClusterSnapshot
-    now: float
-    #: GPUs per pool (:meth:`GandivaFair._pools`), read-only
-    pools: dict[str, int] = field(default_factory=dict)
-    held: dict[str, _Held] = field(default_factory=dict)
-    holders: dict[Slot, list[str]] = field(default_factory=lambda: defaultdict(list))
-    entitlement: dict[str, dict[str, float]] = field(default_factory=dict)
-    user_tickets: dict[str, float] = field(default_factory=dict)
-    lam: dict[str, float] = field(default_factory=dict)  # water level per pool
-    pre: list[Action] = field(default_factory=list)  # moves and placements, in order
-    newly_running: set[str] = field(default_factory=set)
-    admit: _AdmitCache | None = None  # only while _admit runs
-    #: Bumped when a held job is added or changes pool (the inputs of ``_shares``), and the
-    #: version ``_shares`` last ran at: with nothing changed it would compute the same shares.
-    version: int = 0
-    shares_at: int = -1
-
-    def load(self, slot: Slot, exclude: str | None = None) -> float:
-        if exclude is None and self.admit is not None:
-            return self.admit.load.get(slot, 0)
-        return sum(self.held[j].share for j in self.holders.get(slot, ()) if j != exclude)
-
-    def count(self, slot: Slot, exclude: str | None = None) -> int:
-        if exclude is None and self.admit is not None:
-            return self.admit.count.get(slot, 0)
-        return sum(1 for j in self.holders.get(slot, ()) if j != exclude)
 
 
 class GandivaFair(Policy):
@@ -447,7 +184,7 @@ class GandivaFair(Policy):
         if max_jobs_per_gpu is not None:
             # this instance's capacity (the backend's C); the class default stays 4
             setattr(self, "max_jobs_per_gpu", max_jobs_per_gpu)  # noqa: B010
-        self._mem: dict[str, _Memory] = {}
+        self._mem: dict[str, JobMemory] = {}
         self._seq = 0
         self._quantum = 0
         self._next_quantum_s: float | None = None
@@ -517,20 +254,20 @@ class GandivaFair(Policy):
         )
 
     # ------------------------------------------------------------------ sync
-    def _sync(self, snap: ClusterSnapshot, now: float) -> _Cycle:
-        cy = _Cycle(snap=snap, now=now, pools=self._pools(snap))
+    def _sync(self, snap: ClusterSnapshot, now: float) -> Cycle:
+        cy = Cycle(snap=snap, now=now, pools=self._pools(snap))
         alive = set()
         for j in snap.jobs:
             jid = j.spec.job_id
             alive.add(jid)
             mem = self._mem.get(jid)
             if mem is None:
-                mem = self._mem[jid] = _Memory(seq=self._seq, placed_at_s=now)
+                mem = self._mem[jid] = JobMemory(seq=self._seq, placed_at_s=now)
                 self._seq += 1
             if j.state is JobState.PENDING or j.placement is None:
                 continue
             slots = frozenset(j.placement.slots())
-            cy.held[j.job_id] = _Held(
+            cy.held[j.job_id] = HeldJob(
                 view=j,
                 user=j.spec.user,
                 size=j.placement.num_gpus,
@@ -595,7 +332,7 @@ class GandivaFair(Policy):
             got = self._job_types[key] = resolve_job_type(name, spec.batch_size)
         return got
 
-    def _entitle(self, cy: _Cycle) -> None:
+    def _entitle(self, cy: Cycle) -> None:
         """Base entitlements, then trading among saturated users (cached)."""
         snap = cy.snap
         cy.user_tickets = self._user_tickets(snap)
@@ -610,7 +347,7 @@ class GandivaFair(Policy):
             demand[j.spec.user] += j.spec.num_gpus
         types = self._user_type(snap)
         saturated = sorted(
-            u for u in base if demand[u] >= sum(base[u].values()) - _EPS
+            u for u in base if demand[u] >= sum(base[u].values()) - EPS
         )
         key = (
             tuple(sorted(cy.user_tickets.items())),
@@ -625,13 +362,13 @@ class GandivaFair(Policy):
             self.counters["trade_rounds"] += 1
         cy.entitlement = self._trade_result[0]
 
-    def _shares(self, cy: _Cycle) -> None:
+    def _shares(self, cy: Cycle) -> None:
         """Job tickets (user entitlement split over its jobs per pool) and water-filled time
         shares per pool."""
         if cy.shares_at == cy.version:
             return
         cy.shares_at = cy.version
-        groups: dict[tuple[str, str], list[_Held]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[HeldJob]] = defaultdict(list)
         for h in cy.held.values():
             groups[(h.user, h.pool)].append(h)
         for (user, pool), hs in groups.items():
@@ -641,7 +378,7 @@ class GandivaFair(Policy):
                                {h.job_id: 1.0 for h in hs}, self._ticket(cy, user, pool, 1))
             for h in hs:
                 h.tickets = max(split[h.job_id], _BACKGROUND_TICKETS / len(hs))
-        by_pool: dict[str, list[_Held]] = defaultdict(list)
+        by_pool: dict[str, list[HeldJob]] = defaultdict(list)
         for h in cy.held.values():
             by_pool[h.pool].append(h)
         pools = cy.pools
@@ -656,13 +393,13 @@ class GandivaFair(Policy):
                     lam = min(lam, x[h.job_id] / h.tickets)
             cy.lam[pool] = lam
 
-    def _ticket(self, cy: _Cycle, user: str, pool: str, n: int) -> float:
+    def _ticket(self, cy: Cycle, user: str, pool: str, n: int) -> float:
         ent = cy.entitlement.get(user, {})
         e = sum(ent.values()) if pool == ANY_POOL else ent.get(pool, 0.0)
         return max(e, _BACKGROUND_TICKETS) / max(1, n)
 
     # ------------------------------------------------------------------ placement
-    def _admit(self, cy: _Cycle) -> None:
+    def _admit(self, cy: Cycle) -> None:
         snap = cy.snap
         pending = [j for j in snap.pending]
         if not pending:
@@ -691,8 +428,8 @@ class GandivaFair(Policy):
         finally:
             cy.admit = None
 
-    def _admit_cache(self, cy: _Cycle) -> _AdmitCache:
-        cache = _AdmitCache(
+    def _admit_cache(self, cy: Cycle) -> AdmitCache:
+        cache = AdmitCache(
             load={slot: sum(cy.held[j].share for j in h) for slot, h in cy.holders.items()},
             count={slot: len(h) for slot, h in cy.holders.items()},
             per_user_pool=defaultdict(int), pool_gpus=defaultdict(int),
@@ -705,7 +442,7 @@ class GandivaFair(Policy):
             self._add_pass(cache, h)
         return cache
 
-    def _add_pass(self, cache: _AdmitCache, h: _Held) -> None:
+    def _add_pass(self, cache: AdmitCache, h: HeldJob) -> None:
         pass_ = self._mem[h.job_id].pass_
         if pass_ is None:
             return
@@ -715,7 +452,7 @@ class GandivaFair(Policy):
             sums[at + 1] += h.tickets * (pass_ or 0.0)
             sums[at + 2] += 1
 
-    def _admit_loop(self, cy: _Cycle, heap: list[tuple[float, int, str]],
+    def _admit_loop(self, cy: Cycle, heap: list[tuple[float, int, str]],
                     queues: dict[str, list[JobView]], held_gpus: dict[str, float],
                     room: int) -> None:
         while heap and room > 0:
@@ -734,7 +471,7 @@ class GandivaFair(Policy):
                     heap, (held_gpus[u] / cy.user_tickets[u], self._mem[q[0].spec.job_id].seq, u)
                 )
 
-    def _candidate_pools(self, cy: _Cycle, job: JobView) -> list[str]:
+    def _candidate_pools(self, cy: Cycle, job: JobView) -> list[str]:
         pools = cy.pools
         if job.spec.gpu_type is not None:
             allowed = [job.spec.gpu_type] if job.spec.gpu_type in pools else []
@@ -771,7 +508,7 @@ class GandivaFair(Policy):
         scored.sort()  # the pools by (-r * got, -r, name)
         return [g for *_, g in scored]
 
-    def _servers(self, cy: _Cycle, pool: str, job: JobView) -> list[Node]:
+    def _servers(self, cy: Cycle, pool: str, job: JobView) -> list[Node]:
         want = job.spec.gpu_type
         return [
             n for n in cy.snap.cluster.nodes
@@ -781,7 +518,7 @@ class GandivaFair(Policy):
 
     def _choose_gpus(
         self,
-        cy: _Cycle,
+        cy: Cycle,
         nodes: list[Node],
         size: int,
         share: float,
@@ -839,10 +576,10 @@ class GandivaFair(Policy):
                 return Placement.of(alloc)
         return None
 
-    def _choose_admit(self, cy: _Cycle, key: tuple[str, str | None], nodes: list[Node],
+    def _choose_admit(self, cy: Cycle, key: tuple[str, str | None], nodes: list[Node],
                       size: int, share: float) -> Placement | None:
         """:meth:`_choose_gpus` (no job excluded, any GPU under the capacity) during
-        admission: single-server sets through a :class:`_PickIndex`."""
+        admission: single-server sets through a :class:`PickIndex`."""
         admit = cy.admit
         assert admit is not None
         widest = admit.widest.get(key)
@@ -851,11 +588,11 @@ class GandivaFair(Policy):
         if widest < size:  # wider than a server: _choose_gpus' multi-server ranking
             wide = admit.wide.get(key)
             if wide is None:
-                wide = admit.wide[key] = _WideIndex(nodes, self.max_jobs_per_gpu, admit)
+                wide = admit.wide[key] = WideIndex(nodes, self.max_jobs_per_gpu, admit)
             return wide.take(size)
         index = admit.picks.get((*key, size))
         if index is None:
-            index = admit.picks[(*key, size)] = _PickIndex(
+            index = admit.picks[(*key, size)] = PickIndex(
                 nodes, size, self.max_jobs_per_gpu, admit)
         got = index.best(share)
         if got is None:
@@ -890,7 +627,7 @@ class GandivaFair(Policy):
                 return blocks
         return [sorted(avail)[:size]]
 
-    def _place_new(self, cy: _Cycle, job: JobView) -> bool:
+    def _place_new(self, cy: Cycle, job: JobView) -> bool:
         for pool in self._candidate_pools(cy, job):
             key = (pool, job.spec.gpu_type if pool == ANY_POOL else None)
             if cy.admit is not None:
@@ -923,7 +660,7 @@ class GandivaFair(Policy):
         return False
 
     def _occupy(
-        self, cy: _Cycle, job: JobView, p: Placement, pool: str, share: float, tickets: float
+        self, cy: Cycle, job: JobView, p: Placement, pool: str, share: float, tickets: float
     ) -> None:
         """Record a placement and emit its Start/Share."""
         jid = job.spec.job_id
@@ -934,7 +671,7 @@ class GandivaFair(Policy):
         slots = frozenset(slot_list)
         size = len(slots)  # p.num_gpus
         nodes = p.nodes
-        cy.held[jid] = _Held(
+        cy.held[jid] = HeldJob(
             view=job, user=job.spec.user, size=size, pool=pool, slots=slots,
             servers=nodes, running=True, tickets=tickets, share=share,
         )
@@ -957,7 +694,7 @@ class GandivaFair(Policy):
         cy.newly_running.add(jid)
 
     @staticmethod
-    def _start_or_share(cy: _Cycle, job_id: str, p: Placement, slots: Iterable[Slot],
+    def _start_or_share(cy: Cycle, job_id: str, p: Placement, slots: Iterable[Slot],
                         share_reason: str, start_reason: str) -> None:
         """Emit a Start on ``p``, or a Share with the jobs holding any of its ``slots``."""
         others = sorted({o for s in slots for o in cy.holders.get(s, ())})
@@ -967,7 +704,7 @@ class GandivaFair(Policy):
         else:
             cy.pre.append(Start(job_id=job_id, placement=p, reason=start_reason))
 
-    def _join_pass(self, cy: _Cycle, pool: str) -> float:
+    def _join_pass(self, cy: Cycle, pool: str) -> float:
         """Pool virtual time: ticket-weighted mean pass of its uncapped jobs (all jobs when
         every one is capped); the last known value for an empty pool."""
         if cy.admit is not None:
@@ -986,25 +723,25 @@ class GandivaFair(Policy):
         return self._pool_vt.get(pool, 0.0)
 
     # ------------------------------------------------------------------ migration
-    def _movable(self, cy: _Cycle, h: _Held) -> bool:
+    def _movable(self, cy: Cycle, h: HeldJob) -> bool:
         mem = self._mem[h.job_id]
         return (
             not h.moved
             and h.job_id not in cy.newly_running
-            and cy.now - mem.placed_at_s >= self.min_residence_s * mem.backoff - _EPS
+            and cy.now - mem.placed_at_s >= self.min_residence_s * mem.backoff - EPS
         )
 
-    def _moved(self, cy: _Cycle, job_id: str) -> None:
+    def _moved(self, cy: Cycle, job_id: str) -> None:
         """Book a move: residence restarts; back off if the previous move did not help."""
         mem = self._mem[job_id]
-        if mem.lag_at_move is not None and mem.lag > mem.lag_at_move + _EPS:
+        if mem.lag_at_move is not None and mem.lag > mem.lag_at_move + EPS:
             mem.backoff = min(16, mem.backoff * 2)
         elif mem.lag_at_move is not None:
             mem.backoff = 1
         mem.lag_at_move = mem.lag
         mem.placed_at_s = cy.now
 
-    def _rebalance(self, cy: _Cycle) -> None:
+    def _rebalance(self, cy: Cycle) -> None:
         budget = self.max_moves_per_round
         budget -= self._pool_moves(cy, budget)
         if budget <= 0:
@@ -1018,7 +755,7 @@ class GandivaFair(Policy):
             self._shares(cy)
             self._swaps(cy, budget)
 
-    def _move(self, cy: _Cycle, h: _Held, p: Placement, pool: str) -> None:
+    def _move(self, cy: Cycle, h: HeldJob, p: Placement, pool: str) -> None:
         """Move a held job to ``p`` (Migrate to free GPUs, else Preempt + Start/Share)."""
         for s in h.slots:
             cy.holders[s].remove(h.job_id)
@@ -1041,13 +778,13 @@ class GandivaFair(Policy):
         self._moved(cy, h.job_id)
         self.counters["moves"] += 1
 
-    def _pool_moves(self, cy: _Cycle, budget: int) -> int:
+    def _pool_moves(self, cy: Cycle, budget: int) -> int:
         """Move jobs between pools towards each user's entitlement split."""
         pools = cy.pools
         if len(pools) < 2 or budget <= 0:
             return 0
         used = 0
-        by_user: dict[str, list[_Held]] = defaultdict(list)
+        by_user: dict[str, list[HeldJob]] = defaultdict(list)
         for h in cy.held.values():
             if h.pool != ANY_POOL and h.view.spec.gpu_type is None:
                 by_user[h.user].append(h)
@@ -1075,7 +812,7 @@ class GandivaFair(Policy):
                 before = abs(d[over] - target[over]) + abs(d[under] - target[under])
                 after = (abs(d[over] - h.size - target[over])
                          + abs(d[under] + h.size - target[under]))
-                if after >= before - _EPS:
+                if after >= before - EPS:
                     continue
                 nodes = self._servers(cy, under, h.view)
                 t = self._ticket(cy, user, under, 1 + sum(1 for x in hs if x.pool == under))
@@ -1088,7 +825,7 @@ class GandivaFair(Policy):
                 break
         return used
 
-    def _to_free_gpus(self, cy: _Cycle, budget: int) -> int:
+    def _to_free_gpus(self, cy: Cycle, budget: int) -> int:
         """Work conservation by migration: a time-sliced job (most behind first, wide gangs
         included) moves to GPUs nobody holds, when its pool has enough of them."""
         free = {n.name: n.num_gpus - sum(1 for g in range(n.num_gpus) if cy.holders.get(
@@ -1117,14 +854,14 @@ class GandivaFair(Policy):
             used += 1
         return used
 
-    def _gpu_loads(self, cy: _Cycle, pool: str) -> dict[Slot, float]:
+    def _gpu_loads(self, cy: Cycle, pool: str) -> dict[Slot, float]:
         return {
             (n.name, g): cy.load((n.name, g))
             for n in cy.snap.cluster.nodes if n.gpu_type == pool
             for g in range(n.num_gpus)
         }
 
-    def _load_moves(self, cy: _Cycle, budget: int) -> int:
+    def _load_moves(self, cy: Cycle, budget: int) -> int:
         """When a pool's GPU load spread exceeds theta x the mean, move one job off one of its
         most loaded GPUs (the first, from the top, that has a move lowering its peak load by
         at least theta/2 x the mean), the job whose share is closest to half the spread."""
@@ -1165,16 +902,16 @@ class GandivaFair(Policy):
                         break
         return used
 
-    def _swaps(self, cy: _Cycle, budget: int) -> int:
+    def _swaps(self, cy: Cycle, budget: int) -> int:
         """Swap a job that lags its fair share on a crowded GPU with a same-size job ahead of
         its share on a lighter GPU (lag = due - pass, in pass units)."""
         used = 0
-        groups: dict[tuple[str, int], list[_Held]] = defaultdict(list)
+        groups: dict[tuple[str, int], list[HeldJob]] = defaultdict(list)
         for h in cy.held.values():
             if (len(h.servers) == 1 and self._movable(cy, h)
                     and self._mem[h.job_id].pass_ is not None):
                 groups[(h.pool, h.size)].append(h)
-        candidates: list[tuple[float, str, _Held, list[_Held]]] = []
+        candidates: list[tuple[float, str, HeldJob, list[HeldJob]]] = []
         for hs in groups.values():
             hs.sort(key=lambda h: (self._mem[h.job_id].lag, h.job_id))  # most ahead first
             for h in hs[-8:]:
@@ -1204,7 +941,7 @@ class GandivaFair(Policy):
                 break
         return used
 
-    def _swap(self, cy: _Cycle, a: _Held, b: _Held) -> None:
+    def _swap(self, cy: Cycle, a: HeldJob, b: HeldJob) -> None:
         pa = Placement.of(self._by_node(a.slots))
         pb = Placement.of(self._by_node(b.slots))
         for h in (a, b):
@@ -1233,14 +970,14 @@ class GandivaFair(Policy):
         return dict(out)
 
     # ------------------------------------------------------------------ scheduling
-    def _accrue(self, cy: _Cycle) -> None:
+    def _accrue(self, cy: Cycle) -> None:
         """Advance every held job's fair-share pass by one quantum of its water-filled GPUs."""
         for h in cy.held.values():
             mem = self._mem[h.job_id]
             if mem.pass_ is not None:
                 mem.due += h.share * h.size / h.tickets
 
-    def _client(self, h: _Held) -> StrideClient:
+    def _client(self, h: HeldJob) -> StrideClient:
         mem = self._mem[h.job_id]
         return StrideClient(h.job_id, h.size, h.tickets, pass_=mem.pass_ or 0.0,
                             last_run=mem.last_run, seq=mem.seq, slots=h.slots)
@@ -1250,7 +987,7 @@ class GandivaFair(Policy):
         mem.pass_ = c.pass_
         mem.last_run = c.last_run
 
-    def _schedule(self, cy: _Cycle, boundary: bool) -> set[str]:
+    def _schedule(self, cy: Cycle, boundary: bool) -> set[str]:
         """The jobs to run from now on (module docstring: split stride)."""
         self._adopt(cy)
         q = self._quantum
@@ -1267,7 +1004,7 @@ class GandivaFair(Policy):
                 self._store(c)
             return keep | {c.key for c in chosen}
         large = [h for h in cy.held.values() if len(h.servers) > 1]
-        local: dict[str, list[_Held]] = defaultdict(list)
+        local: dict[str, list[HeldJob]] = defaultdict(list)
         for h in cy.held.values():
             if len(h.servers) == 1:
                 local[h.servers[0]].append(h)
@@ -1314,7 +1051,7 @@ class GandivaFair(Policy):
                 run.add(c.key)
         return run
 
-    def _adopt(self, cy: _Cycle) -> None:
+    def _adopt(self, cy: Cycle) -> None:
         """Jobs without a pass (policy restarted, or placed elsewhere) join their pool's
         virtual time (:meth:`_join_pass`), in ``held`` order.
 
@@ -1337,7 +1074,7 @@ class GandivaFair(Policy):
         # built when a pool's sums must be taken, then kept up to date
         lists: dict[str, tuple[list, list, list, list, list, list]] = {}
 
-        def add(h: _Held) -> None:
+        def add(h: HeldJob) -> None:
             w = h.tickets * (self._mem[h.job_id].pass_ or 0.0)
             st = stats.setdefault(h.pool, [0, 0, 0, 0, 0, 0])
             ls = lists.get(h.pool)
@@ -1382,7 +1119,7 @@ class GandivaFair(Policy):
             mem.pass_ = mem.due = self._pool_vt.get(h.pool, 0.0)
             add(h)
 
-    def _emit(self, cy: _Cycle, run: set[str]) -> list[Action]:
+    def _emit(self, cy: Cycle, run: set[str]) -> list[Action]:
         actions: list[Action] = list(cy.pre)
         resumes: list[Action] = []
         for j, h in cy.held.items():

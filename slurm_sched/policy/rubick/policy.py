@@ -7,7 +7,7 @@ Scheduling" (arXiv; MLSys'25 as Morphling), Algorithm 1 and §5. Spec ``shared/s
 Every scheduling pass (on each arrival and completion, and every 60 s [3.9]):
 
 1. Each job's **resource sensitivity curve** [3.2] is computed from the performance model
-   (:mod:`slurm_sched.perf.rubick_model`): for every GPU count, the best normalised throughput
+   (:mod:`slurm_sched.perf.rubick`): for every GPU count, the best normalised throughput
    ``S = TP / TP_ref`` over all feasible (plan, placement shape) pairs, made monotone with the
    1% flatness rule; ``TP_ref`` is the job's own requested configuration [1.5, A3, A14].
 2. **Guaranteed** jobs get a minimum demand ``minRes`` [3.4]: the fewest GPUs (then CPUs) whose
@@ -51,11 +51,10 @@ Deviations and readings (details and evidence in ``docs/reproductions/rubick.md`
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import statistics
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -68,458 +67,40 @@ from slurm_sched.model import (
     JobSettings,
     JobState,
     JobView,
-    Placement,
     Preempt,
     Reconfigure,
     Start,
 )
-from slurm_sched.perf.rubick_model import (
-    FittedPredictor,
-    JobInfo,
-    MeasuredCatalog,
-    ModelSpec,
-    OraclePredictor,
-    Plan,
-    Predictor,
-    Shape,
-    accumulation_steps,
-    cpu_key,
-    enumerate_plans,
-    host_memory_gb,
-    job_info,
-    measured_catalog,
-    observed_iter_time_s,
-    plan_order,
-    shape_of,
-)
+from slurm_sched.perf.rubick.job_info import JobInfo, job_info
+from slurm_sched.perf.rubick.measured import MeasuredCatalog, measured_catalog
+from slurm_sched.perf.rubick.memory import accumulation_steps, enumerate_plans, host_memory_gb
+from slurm_sched.perf.rubick.models import ModelSpec
+from slurm_sched.perf.rubick.plans import Plan, plan_order
+from slurm_sched.perf.rubick.predictors import FittedPredictor, OraclePredictor, Predictor, cpu_key
+from slurm_sched.perf.rubick.shapes import Shape, shape_of
+from slurm_sched.perf.rubick.world_speed import observed_iter_time_s
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import CountIndex
-
-log = logging.getLogger(__name__)
+from slurm_sched.policy.rubick.allocations import Alloc, NodeState, SlotHolds, State
+from slurm_sched.policy.rubick.candidates import Cand, JobModel
+from slurm_sched.policy.rubick.curves import (
+    EPS_FLAT,
+    curve_model,
+    fits_cluster,
+    rigid_model,
+    same_family,
+    split_largest_first,
+)
+from slurm_sched.policy.rubick.embedding import embed, embed_free, in_flatness_order
 
 RESTART_COST_S = 78.0  # delta: measured average reconfiguration cost [P §7.3]
 RECONF_THRESHOLD = 0.97  # (T - N delta) / T must exceed this [P §5.2]
 STARVE_S = 200_000.0  # queueing delay after which a best-effort job is starving [X, A7]
-EPS_FLAT = 0.01  # flatness tolerance of the curves [X]
 ROUND_S = 60.0  # periodic pass [R 3.9]
 MIN_OBS_ITERATIONS = 100  # below this the trace's duration/steps is too coarse to observe
 SMALL_CLUSTER = 64  # nodes up to which the walk visits every node (no array skipping)
 _MISS = object()  # cache miss marker (None is a cached answer)
 
 
-# ============================================================================ candidates
-class Cand:
-    """One configuration a job can run in. ``plan``/``shape`` None = a rigid job of an unknown
-    model: its requested GPUs on any split, as submitted.
-
-    A value (never changed once made), equal and hashed by its fields. Written out rather than
-    a frozen dataclass: mypyc (:mod:`slurm_sched.native`) compiles ``==`` between instances of
-    a dataclass that carries another class decorator as identity, and the hash is kept."""
-
-    def __init__(self, plan: Plan | None, shape: Shape | None, gpus: int) -> None:
-        self.plan = plan
-        self.shape = shape
-        self.gpus = gpus
-        self._hash = 0
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Cand):
-            return False
-        return self is other or (self.gpus == other.gpus and self.shape == other.shape
-                                 and self.plan == other.plan)
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h == 0:  # (dictionary keys: computed once)
-            h = self._hash = hash((self.plan, self.shape, self.gpus)) or 1
-        return h
-
-    def __repr__(self) -> str:
-        return f"Cand(plan={self.plan!r}, shape={self.shape!r}, gpus={self.gpus!r})"
-
-
-@dataclass
-class JobModel:
-    """A job's candidates, speeds and GPU curve, for one predictor version."""
-
-    info: JobInfo | None
-    cands: list[Cand]
-    speed: dict[Cand, float]  # S at the curve's CPU level
-    curve: list[float]  # C[x], x = 0..max GPUs (running max with flatness)
-    valid: list[int]  # x with arg(x) == x (the curve's valid points), ascending
-    cap: int
-    cpu_curve_c: float
-    t_ref: float
-    version: int
-    #: memo of :meth:`sigma_plus` (a pure function of the curve; job models are shared)
-    _sp: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
-    _by_speed: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
-    _by_size: list[tuple[float, Cand]] | None = field(default=None, repr=False, compare=False)
-    #: memo of :meth:`Rubick._min_res` by SLA margin (a function of the request and the curve,
-    #: which jobs of one kind share whatever their tenant and class)
-    _min_res_memo: dict[float, tuple[int, int]] = field(default_factory=dict, repr=False,
-                                                        compare=False)
-
-    @property
-    def rigid(self) -> bool:
-        return self.info is None
-
-    def sigma_plus(self, x: int) -> float:
-        """Best gain rate from x to a valid point y in (x, cap] [3.3]."""
-        got = self._sp.get(x)
-        if got is None:
-            got = self._sp[x] = self._sigma_plus(x)
-        return got
-
-    def _sigma_plus(self, x: int) -> float:
-        if x >= self.cap:
-            return 0.0
-        cx = self.curve[min(x, len(self.curve) - 1)]
-        best = 0.0
-        for y in self.valid:
-            if x < y <= self.cap:
-                best = max(best, (self.curve[y] - cx) / (y - x))
-        return best
-
-    def smallest_valid(self) -> int:
-        return self.valid[0] if self.valid else self.cap
-
-    def by_speed(self) -> list[tuple[float, Cand]]:
-        """(speed, candidate), fastest first (memoised)."""
-        if self._by_speed is None:
-            self._by_speed = sorted(((self.speed[c], c) for c in self.cands),
-                                    key=lambda o: -o[0])
-        return self._by_speed
-
-    def by_size(self) -> list[tuple[float, Cand]]:
-        """(speed, candidate) by fewest GPUs, then fastest, then plan order, ties in candidate
-        order: GET_BEST_PLAN's order within a flatness class (memoised)."""
-        if self._by_size is None:
-            self._by_size = sorted(((self.speed[c], c) for c in self.cands), key=lambda o: (
-                o[1].gpus, -o[0], plan_order(o[1].plan) if o[1].plan else 0))
-        return self._by_size
-
-
-# ============================================================================ allocations
-class Alloc:
-    """A job's tentative allocation: GPU indices, CPUs and host memory per node.
-
-    A value like :class:`Cand` (and written out for the same reason). Allocations key the
-    per-pass caches of donor steps: hashed millions of times, so the hash is kept."""
-
-    def __init__(self, gpus: tuple[tuple[str, tuple[int, ...]], ...],
-                 cpus: tuple[tuple[str, int], ...], mem: tuple[tuple[str, float], ...],
-                 cand: Cand, cpus_per_gpu: int) -> None:
-        self.gpus = gpus
-        self.cpus = cpus
-        self.mem = mem
-        self.cand = cand
-        self.cpus_per_gpu = cpus_per_gpu
-        self._hash = 0
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Alloc):
-            return False
-        return self is other or (
-            self.gpus == other.gpus and self.cpus == other.cpus and self.mem == other.mem
-            and self.cand == other.cand and self.cpus_per_gpu == other.cpus_per_gpu)
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h == 0:
-            h = self._hash = hash(
-                (self.gpus, self.cpus, self.mem, self.cand, self.cpus_per_gpu)) or 1
-        return h
-
-    def __repr__(self) -> str:
-        return (f"Alloc(gpus={self.gpus!r}, cpus={self.cpus!r}, mem={self.mem!r}, "
-                f"cand={self.cand!r}, cpus_per_gpu={self.cpus_per_gpu!r})")
-
-    @property
-    def total(self) -> int:
-        return sum(len(g) for _, g in self.gpus)
-
-    def count(self, node: str) -> int:
-        for n, g in self.gpus:
-            if n == node:
-                return len(g)
-        return 0
-
-    def counts(self) -> dict[str, int]:
-        return {n: len(g) for n, g in self.gpus}
-
-    def indices(self, node: str) -> tuple[int, ...]:
-        for n, g in self.gpus:
-            if n == node:
-                return g
-        return ()
-
-    def shape(self) -> Shape:
-        return tuple(sorted((len(g) for _, g in self.gpus), reverse=True))
-
-    def placement(self) -> Placement:
-        return Placement.of({n: list(g) for n, g in self.gpus})
-
-
-class SlotHolds:
-    """Which job holds each GPU slot, for ordering actions so that every placement's GPUs
-    are free when it is applied (Rubick and its baselines)."""
-
-    def __init__(self) -> None:
-        self.held: dict[tuple[str, int], str] = {}
-        self.owned: dict[str, set[tuple[str, int]]] = {}  # job -> the slots ``held`` gives it
-
-    def hold(self, slot: tuple[str, int], jid: str) -> None:
-        prev = self.held.get(slot)
-        if prev is not None:
-            self.owned[prev].discard(slot)
-        self.held[slot] = jid
-        self.owned.setdefault(jid, set()).add(slot)
-
-    def release(self, jid: str) -> None:
-        for slot in self.owned.pop(jid, ()):
-            del self.held[slot]
-
-    def take(self, slots: list[tuple[str, int]], jid: str) -> bool:
-        """Move ``jid`` to ``slots`` if none is held by another job; whether it moved."""
-        if not all(self.held.get(s) in (None, jid) for s in slots):
-            return False
-        self.release(jid)
-        for s in slots:
-            self.hold(s, jid)
-        return True
-
-
-@dataclass(eq=False)  # a node's mutable state in one pass: equal only to itself
-class NodeState:
-    name: str
-    gpus: int
-    cpus: int
-    mem_gb: float
-    free_gpus: set[int]
-    free_cpus: int
-    free_mem: float
-    jobs: set[str] = field(default_factory=set)
-
-
-class State:
-    """Tentative cluster state of one pass with an undo journal."""
-
-    def __init__(self, nodes: list[NodeState]) -> None:
-        self.nodes = {n.name: n for n in nodes}
-        self.order = [n.name for n in nodes]
-        self.pos = {n: i for i, n in enumerate(self.order)}
-        self.alloc: dict[str, Alloc | None] = {}
-        #: (job, its previous allocation, the versions of the nodes the change touched, the
-        #: state's number before the change)
-        self.journal: list[tuple[str, Alloc | None, list[tuple[str, int]], int]] = []
-        #: free GPUs per node, indexed (best fit / most free without scanning every node);
-        #: kept in step by :meth:`set`, the only writer of ``free_gpus``
-        self.free_index = CountIndex({n.name: len(n.free_gpus) for n in nodes})
-        #: a new number whenever a node's jobs or their allocations change (caches key on it);
-        #: a rollback gives the nodes back their numbers (their allocations are back too),
-        #: and numbers are never used twice, so a cached answer stays valid whenever its
-        #: number is the node's
-        self.version = dict.fromkeys(self.order, 0)
-        self._clock = 0
-        #: the same for the whole state: a new number on every change, the earlier one back on
-        #: a rollback (so equal numbers mean equal states: a pass's failures are keyed on it)
-        self.gen = 0
-        #: free GPUs per node in cluster order (the walk's vectorised skipping)
-        self.free_arr = np.array([len(n.free_gpus) for n in nodes], dtype=np.int64)
-        #: per ``privileged`` flag, the sigma-minus of each node's lowest donor for the node's
-        #: current version as :meth:`Rubick._lowest_donor` found it for a receiver not on the
-        #: node (inf: no donor; NaN: not asked since the node last changed)
-        self.dsig = {flag: np.full(len(nodes), np.nan) for flag in (False, True)}
-
-    def set(self, job_id: str, new: Alloc | None, *, record: bool = True) -> None:
-        old = self.alloc.get(job_id)
-        version = self.version
-        if record:
-            self.journal.append((job_id, old, [
-                (n, version[n]) for a in (old, new) if a is not None for n, _ in a.gpus],
-                self.gen))
-        nodes = self.nodes
-        touched: list[NodeState] = []  # each node once (a job resized on a node is on both)
-        if old is not None:
-            for n, g in old.gpus:
-                st = nodes[n]
-                st.free_gpus.update(g)
-                st.jobs.discard(job_id)
-                touched.append(st)
-            for n, c in old.cpus:
-                nodes[n].free_cpus += c
-            for n, m in old.mem:
-                nodes[n].free_mem += m
-        self.alloc[job_id] = new
-        if new is not None:
-            for n, g in new.gpus:
-                st = nodes[n]
-                if not st.free_gpus.issuperset(g):
-                    raise AssertionError(f"GPUs {g} of {n} not free for {job_id}")
-                st.free_gpus.difference_update(g)
-                st.jobs.add(job_id)
-                if st not in touched:
-                    touched.append(st)
-            for n, c in new.cpus:
-                nodes[n].free_cpus -= c
-            for n, m in new.mem:
-                nodes[n].free_mem -= m
-        # every touched node: re-filed by its free GPUs, a new number, its donor slopes unknown
-        index, pos, free_arr = self.free_index, self.pos, self.free_arr
-        d_be, d_priv = self.dsig[False], self.dsig[True]
-        clock = self._clock
-        for st in touched:
-            n = st.name
-            free = len(st.free_gpus)
-            index.set(n, free)
-            clock += 1
-            version[n] = clock
-            i = pos[n]
-            free_arr[i] = free
-            d_be[i] = np.nan
-            d_priv[i] = np.nan
-        self._clock = self.gen = clock + 1
-
-    def mark(self) -> int:
-        return len(self.journal)
-
-    def rollback(self, mark: int) -> None:
-        while len(self.journal) > mark:
-            job_id, old, versions, gen = self.journal.pop()
-            self.set(job_id, old, record=False)
-            for n, v in reversed(versions):
-                self.version[n] = v
-            self.gen = gen
-
-
-# ============================================================================ embedding
-def embed(shape: Shape | None, gpus: int, avail: dict[str, int], prefer: dict[str, int],
-          order: list[str]) -> dict[str, int] | None:
-    """Choose nodes for a shape given per-node availability: node -> GPUs, or None.
-
-    Uniform shapes take the nodes the job already holds most on, then the ones needing the
-    fewest extra GPUs (``prefer`` = GPUs already owned there), then cluster order. ``shape``
-    None (a rigid job) packs onto the fewest nodes."""
-    pos = {n: i for i, n in enumerate(order)}
-    if shape is None:
-        fits = [n for n in avail if avail[n] >= gpus]
-        if fits:
-            best = min(fits, key=lambda n: (-min(prefer.get(n, 0), gpus), avail[n], pos[n]))
-            return {best: gpus}
-        out: dict[str, int] = {}
-        need = gpus
-        for n in sorted(avail, key=lambda n: (-prefer.get(n, 0), -avail[n], pos[n])):
-            if avail[n] <= 0:
-                continue
-            take = min(avail[n], need)
-            out[n] = take
-            need -= take
-            if need == 0:
-                return out
-        return None
-    parts = sorted(shape, reverse=True)
-    out = {}
-    used: set[str] = set()
-    for k in parts:
-        choices = [n for n in avail if n not in used and avail[n] >= k]
-        if not choices:
-            return None
-        n = min(choices, key=lambda n: (-min(prefer.get(n, 0), k), avail[n] - k, pos[n]))
-        out[n] = k
-        used.add(n)
-    return out
-
-
-def embed_free(shape: Shape | None, gpus: int, own: dict[str, int], state: State
-               ) -> dict[str, int] | None:
-    """:func:`embed` with ``avail`` = GPUs owned (``own``, also ``prefer``) + free on every node
-    of ``state`` in cluster order, through the free-GPU index: a node the job holds GPUs on
-    always beats one it does not (``-min(prefer, k)`` < 0), and among the others the key is the
-    best fit (fewest free, then cluster order), so only the job's own nodes are scanned."""
-    index, nodes, pos = state.free_index, state.nodes, state.pos
-
-    def avail(n: str) -> int:
-        return own.get(n, 0) + len(nodes[n].free_gpus)
-
-    if shape is None:
-        mine = [n for n in own if avail(n) >= gpus]
-        if mine:
-            return {min(mine, key=lambda n: (-min(own[n], gpus), avail(n), pos[n])): gpus}
-        other = index.best_fit(gpus, own)
-        if other is not None:
-            return {other: gpus}
-        held = sorted(own, key=lambda n: (-own[n], -avail(n), pos[n]))
-        return fill_in_order(held + [n for n in index.by_most() if n not in own], avail, gpus)
-    out: dict[str, int] = {}
-    used: set[str] = set()
-    for k in sorted(shape, reverse=True):
-        mine = [n for n in own if n not in used and avail(n) >= k]
-        if mine:
-            n = min(mine, key=lambda n: (-min(own[n], k), avail(n) - k, pos[n]))
-        else:
-            found = index.best_fit(k, _Skip(used, own))
-            if found is None:
-                return None
-            n = found
-        out[n] = k
-        used.add(n)
-    return out
-
-
-def fill_in_order(order: Iterable[str], avail: Callable[[str], int], gpus: int
-                  ) -> dict[str, int] | None:
-    """``gpus`` spread over the nodes in ``order``, each giving all it has (``avail``) until
-    the need is met; None when they do not hold enough."""
-    out: dict[str, int] = {}
-    need = gpus
-    for n in order:
-        a = avail(n)
-        if a <= 0:
-            continue
-        take = min(a, need)
-        out[n] = take
-        need -= take
-        if need == 0:
-            return out
-    return None
-
-
-def in_flatness_order(by_speed: Iterable[tuple[float, Cand]],
-                      by_size: Iterable[tuple[float, Cand]],
-                      fit: Callable[[Cand], dict[str, int] | None]
-                      ) -> Iterator[tuple[float, Cand, dict[str, int]]]:
-    """(speed, candidate, embedding) of the candidates that fit, in the order of the 1%
-    flatness rule [X]: those within 1% of the fastest that fits first, then the others, each
-    part in ``by_size`` order (fewest GPUs first...). ``by_speed`` holds the same candidates,
-    fastest first, and ``by_size`` must be iterable twice.
-
-    Lazy: ``fit`` (an embedding, or None) is asked for the fastest candidates until one fits,
-    then along ``by_size`` only as far as the caller reads, where sorting every fit would
-    embed every candidate (a big cluster's pass asks this for thousands of jobs)."""
-    best = next((s for s, c in by_speed if fit(c) is not None), None)
-    if best is None:
-        return
-    bar = (1 - EPS_FLAT) * best
-    for flat in (True, False):
-        for s, c in by_size:
-            if (s >= bar) is flat:
-                emb = fit(c)
-                if emb is not None:
-                    yield s, c, emb
-
-
-class _Skip:
-    """Membership in either of two collections (nodes to skip)."""
-
-    def __init__(self, a: set[str], b: dict[str, int]) -> None:
-        self.a, self.b = a, b
-
-    def __contains__(self, x: object) -> bool:
-        return x in self.a or x in self.b
-
-
-# ============================================================================ the policy
 @dataclass
 class _Job:
     view: JobView
@@ -691,18 +272,18 @@ class Rubick(Policy):
                 continue  # TP/PP disabled for the small models in the traces [P §7.3]
             if info.allowed is not None and plan.code not in info.allowed and plan != orig:
                 continue
-            if not _fits_cluster(shape, sizes):
+            if not fits_cluster(shape, sizes):
                 continue
             g = sum(shape)
             if self.variant in ("E", "N") and g != info.req_gpus:
                 continue
             if self.variant == "N" and plan != orig:
                 continue
-            if self.variant == "R" and not _same_family(plan, orig):
+            if self.variant == "R" and not same_family(plan, orig):
                 continue
             out.append(Cand(plan, shape, g))
         ref = Cand(orig, info.ref_shape, info.req_gpus)
-        if ref not in out and _fits_cluster(info.ref_shape, sizes) and len(
+        if ref not in out and fits_cluster(info.ref_shape, sizes) and len(
                 set(info.ref_shape)) == 1:
             out.append(ref)
         return sorted(set(out), key=lambda c: (
@@ -733,7 +314,7 @@ class Rubick(Policy):
         total = cluster.total_gpus
         fitted: JobInfo | None = None
         if info is None:
-            jm = _rigid_model(view.spec.num_gpus, total, version)
+            jm = rigid_model(view.spec.num_gpus, total, version)
         else:
             self._sizes(cluster)
             min_cpn = self._sizes_memo[2] if self._sizes_memo else None
@@ -772,8 +353,8 @@ class Rubick(Policy):
         speed = {c: self.speed(fitted, c, c_curve, t_ref) for c in cands}
         cands = [c for c in cands if speed[c] > 0]
         if not cands:
-            return _rigid_model(req_gpus, total, version)
-        return _curve_model(fitted, cands, speed, total, c_curve, t_ref, version)
+            return rigid_model(req_gpus, total, version)
+        return curve_model(fitted, cands, speed, total, c_curve, t_ref, version)
 
     def _fit_request(self, info: JobInfo, snapshot: ClusterSnapshot) -> JobInfo:
         """The requested configuration as this cluster can hold it: the fastest measured
@@ -781,22 +362,22 @@ class Rubick(Policy):
         that, the job's fastest fitting configuration with at most the requested GPUs (the
         reference of its normalised throughput and of its guarantee)."""
         sizes = self._sizes(snapshot.cluster)
-        if _fits_cluster(info.ref_shape, sizes):
+        if fits_cluster(info.ref_shape, sizes):
             return info
         rows = self.catalog.configs(info.model.name)
         same = sorted((t, s) for p, s, t in rows if p == info.orig_plan
                       and sum(s) == info.req_gpus and len(set(s)) == 1
-                      and _fits_cluster(s, sizes))
+                      and fits_cluster(s, sizes))
         if same:
             return replace(info, ref_shape=same[0][1])
         other = sorted((-sum(s), t, s, plan_order(p), p) for p, s, t in rows
                        if sum(s) <= info.req_gpus and len(set(s)) == 1
-                       and _fits_cluster(s, sizes))
+                       and fits_cluster(s, sizes))
         if other:
             _, _, shape, _, plan = other[0]
             return replace(info, orig_plan=plan, ref_shape=shape)
         return replace(info, ref_shape=tuple(sorted(
-            _split(info.req_gpus, sizes), reverse=True)))
+            split_largest_first(info.req_gpus, sizes), reverse=True)))
 
     # ------------------------------------------------------------------ helpers
     def _locked(self, view: JobView, now_s: float) -> bool:
@@ -1633,89 +1214,6 @@ class Rubick(Policy):
         if view.state is JobState.PENDING:
             return base + f"; waits: up-slope {jm.sigma_plus(0):.3f} per GPU too low or no room"
         return base + f"; running {view.settings.plan or 'as submitted'} on {view.placement}"
-
-
-# ============================================================================ plans
-def get_best_plan(model: ModelSpec, shape: Shape, cpus_per_gpu: float, predictor: Predictor,
-                  catalog: MeasuredCatalog | None = None, plans: Iterable[Plan] | None = None
-                  ) -> tuple[Plan, float] | None:
-    """GET_BEST_PLAN [3.6]: the feasible plan with the smallest predicted iteration time on a
-    placement shape (ties by plan order), with that time in seconds; None if none fits.
-
-    Feasible = measured on this shape for models with measured tables, else the plan space of
-    :func:`enumerate_plans` (analytic memory estimate)."""
-    cat = catalog or measured_catalog()
-    if plans is None:
-        if cat.rows.get(model.name):
-            plans = [p for p, s, _ in cat.configs(model.name) if s == shape]
-        else:
-            plans = enumerate_plans(model, shape)
-    best = None
-    for plan in plans:
-        t = predictor.iter_time_s(model, plan, shape, cpus_per_gpu)
-        if t is None:
-            continue
-        key = (t, plan_order(plan), plan)
-        if best is None or key < best[0]:
-            best = (key, plan, t)
-    return None if best is None else (best[1], best[2])
-
-
-# ============================================================================ curves
-def _fits_cluster(shape: Shape, sizes: list[int]) -> bool:
-    """Whether a shape embeds into empty nodes of these sizes (descending)."""
-    parts = sorted(shape, reverse=True)
-    return len(parts) <= len(sizes) and all(k <= s for k, s in zip(parts, sizes, strict=False))
-
-
-def _split(gpus: int, sizes: list[int]) -> list[int]:
-    """GPUs per node when filling the largest nodes first."""
-    out = []
-    for k in sizes:
-        if gpus <= 0:
-            break
-        out.append(min(k, gpus))
-        gpus -= out[-1]
-    return out or [gpus]
-
-
-def _same_family(plan: Plan, orig: Plan) -> bool:
-    """Rubick-R: the original plan type; 3D jobs scale their DP size only [4.4]."""
-    if orig.is_3d:
-        return plan.is_3d and plan.tp == orig.tp and plan.pp == orig.pp and plan.gc == orig.gc
-    return plan.family == orig.family and plan.gc == orig.gc
-
-
-def _rigid_model(gpus: int, total: int, version: int) -> JobModel:
-    cand = Cand(None, None, gpus)
-    start = max(gpus, 0)
-    curve = [0.0] * min(start, total + 1) + [1.0] * max(0, total + 1 - start)
-    return JobModel(None, [cand], {cand: 1.0}, curve, [gpus], gpus, 1.0, 1.0, version)
-
-
-def _curve_model(info: JobInfo, cands: list[Cand], speed: dict[Cand, float], total: int,
-                 c_curve: float, t_ref: float, version: int) -> JobModel:
-    best: dict[int, float] = {}
-    for c in cands:
-        if 0 <= c.gpus <= total:
-            best[c.gpus] = max(best.get(c.gpus, 0.0), speed[c])
-    # C[x]: the running max with flatness over x = 0..total, a step function that only moves
-    # at the candidates' GPU counts (built a flat stretch at a time: total = the cluster's GPUs)
-    curve = [0.0]
-    valid: list[int] = []
-    prev = 0.0
-    for x in sorted(best):
-        if x < 1:
-            continue
-        curve.extend([prev] * (x - len(curve)))
-        if best[x] > prev * (1 + EPS_FLAT) and best[x] > 0:
-            prev = best[x]
-            valid.append(x)
-        curve.append(prev)
-    curve.extend([prev] * (total + 1 - len(curve)))
-    top = curve[-1]
-    cap = next((x for x in valid if curve[x] >= (1 - EPS_FLAT) * top), valid[-1] if valid else 0)
-    return JobModel(info, cands, speed, curve, valid, cap, c_curve, t_ref, version)
 
 
 POLICIES = [

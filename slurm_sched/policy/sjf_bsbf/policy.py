@@ -41,11 +41,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal
 
 from slurm_sched.model import (
     AS_SUBMITTED,
@@ -54,7 +52,6 @@ from slurm_sched.model import (
     JobSettings,
     JobState,
     JobView,
-    Placement,
     Share,
     Start,
 )
@@ -67,19 +64,25 @@ from slurm_sched.perf.sjf_bsbf_model import (
     job_profile,
 )
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import FreeIndex, FreeMap, free_map, pack_consolidated
+from slurm_sched.policy.placement import pack_consolidated
 from slurm_sched.policy.sjf import SjfKey, sjf_sort_key
+from slurm_sched.policy.sjf_bsbf.pair import PairDecision, overlap_average, pair_decision
+from slurm_sched.policy.sjf_bsbf.pass_state import (
+    Cand,
+    Candidate,
+    ExcludingCands,
+    LazyCands,
+    OptionsKey,
+    PassState,
+    Runner,
+    RunnerClass,
+    SharingChoice,
+    Signature,
+    Slot,
+    options_key,
+    placement_of,
+)
 
-Slot = tuple[str, int]
-#: A sharing candidate: (pair JCT, running job id, sub-batch).
-Cand = tuple[float, str, int | None]
-#: What BEST_SHARING reads of a running job besides its remaining time: (app, sub-batch, memory).
-RunnerClass = tuple[str | None, int | None, float]
-#: A pending job's application and (sub-batch, memory) options.
-OptionsKey = tuple[str | None, tuple[tuple[int | None, float], ...]]
-#: The sub-batches (option numbers) of a pending job that pass MEM_OK next to a runner class,
-#: with their xi pair (xi of the running job, xi of the new job).
-Signature = tuple[tuple[int, float, float], ...]
 #: How many recent sharing decisions ``share_log`` keeps.
 SHARE_LOG_SIZE = 100_000
 A2Mode = Literal["exclusive", "sub-batch"]
@@ -88,439 +91,6 @@ A2Mode = Literal["exclusive", "sub-batch"]
 _LB_MARGIN = 1e-9
 
 
-# ------------------------------------------------------------------------- Theorem 1 (pair)
-@dataclass(frozen=True, slots=True)
-class PairDecision:
-    """PAIR_DECISION's outcome; times are pair-average JCTs from now (seconds)."""
-
-    share: bool
-    t_overlap: float
-    t_sequential: float
-
-    @property
-    def t_pair(self) -> float:
-        return min(self.t_overlap, self.t_sequential)
-
-
-def overlap_average(d_r: float, d_n: float, xi_r: float, xi_n: float) -> float:
-    """Pair-average JCT from now when R (``d_r`` left alone) and N (``d_n`` alone) run together
-    from now on, slowed by ``xi_r`` / ``xi_n`` until the first finishes (Theorem 1). Every caller
-    uses this one sequence of operations, so equal inputs give bit-identical times."""
-    if xi_r * d_r <= xi_n * d_n:  # R finishes first under overlap (Case 2 at kappa = 0)
-        t_r = xi_r * d_r
-        t_n = t_r + (d_n - t_r / xi_n)
-    else:  # N finishes first (Case 1)
-        t_n = xi_n * d_n
-        t_r = t_n + (d_r - t_n / xi_r)
-    return (t_r + t_n) / 2.0
-
-
-def pair_decision(d_r: float, d_n: float, d_nx: float, xi_r: float, xi_n: float) -> PairDecision:
-    """Theorem 1 as "compare full overlap with no overlap" (spec 2.2, mapping A1).
-
-    Args:
-        d_r: the running job's remaining time alone in its current configuration.
-        d_n: the new job's run time alone with the candidate sub-batch.
-        d_nx: the new job's run time alone when it waits (A2).
-        xi_r, xi_n: slow-down factors of R and N while they share.
-    Ties (``t_overlap == t_sequential``) do not share.
-    """
-    t_ov = overlap_average(d_r, d_n, xi_r, xi_n)
-    t_seq = (d_r + (d_r + d_nx)) / 2.0
-    return PairDecision(t_ov < t_seq, t_ov, t_seq)
-
-
-def simulate_pair(t_a: float, i_a: float, t_b: float, i_b: float, xi_a: float, xi_b: float,
-                  kappa: float) -> tuple[float, float]:
-    """JCTs of a pair by direct simulation: A runs alone from 0, B joins at ``kappa``.
-
-    Used to check eq. (18)-(25) (validation check 3). Both start from time 0's point of view;
-    B's JCT counts from 0 (it was waiting).
-    """
-    if not kappa >= 0:
-        raise ValueError(f"kappa must be >= 0, got {kappa}")
-    solo_a = t_a * i_a
-    if kappa >= solo_a:  # A finishes before B joins: sequential
-        return solo_a, kappa + t_b * i_b
-    left_a = i_a - kappa / t_a  # iterations of A when B joins
-    left_b = float(i_b)
-    shared_a, shared_b = t_a * xi_a, t_b * xi_b
-    if left_a * shared_a <= left_b * shared_b:
-        end_a = kappa + left_a * shared_a
-        left_b -= left_a * shared_a / shared_b
-        return end_a, end_a + left_b * t_b
-    end_b = kappa + left_b * shared_b
-    left_a -= left_b * shared_b / shared_a
-    return end_b + left_a * t_a, end_b
-
-
-def eq25(t_a: float, i_a: float, t_b: float, i_b: float, xi_a: float, xi_b: float,
-         kappa: float) -> float:
-    """The paper's eq. (25): pair-average JCT in Case 2 (A finishes first) as a function of
-    the insertion time kappa."""
-    slope = (2 * xi_b + xi_a - 2 * xi_a * xi_b) / (2 * xi_b)
-    return slope * kappa + (1 - 1 / (2 * xi_b)) * t_a * xi_a * i_a + 0.5 * t_b * i_b
-
-
-# ------------------------------------------------------------------------- job knowledge
-@dataclass(frozen=True, slots=True)
-class _Runner:
-    """What a pending job needs to know about a running job it might share with."""
-
-    job_id: str
-    app: str | None
-    sub_batch: int | None
-    remaining_alone_s: float
-    mem_gb: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    """A pending job's options: (sub-batch, run time alone with it, memory)."""
-
-    job: JobView
-    profile: JobProfile | None
-    options: tuple[tuple[int | None, float, float], ...]
-    exclusive_s: float
-    #: (app, ((sub-batch, memory), ...)) and whether every time is a finite number >= 0, for
-    #: :meth:`SjfBsbf._ranked` (None: computed there)
-    osig: OptionsKey | None = None
-    regular: bool = False
-
-    @property
-    def app(self) -> str | None:
-        return self.profile.app if self.profile else None
-
-    def settings(self, b: int | None) -> JobSettings:
-        if self.profile is None or b is None:
-            return JobSettings()
-        return self.profile.settings_for(b)
-
-
-@dataclass(frozen=True, slots=True)
-class SharingChoice:
-    """BEST_SHARING's outcome for one (new job, running job) pair."""
-
-    share: bool
-    sub_batch: int | None
-    t_pair: float
-
-
-class _Lazy(Sequence[Cand]):
-    """Candidates produced as far as they are read (the same sequence either way): the
-    composition takes the first few of thousands of running jobs, so the rest are not
-    examined."""
-
-    def __init__(self, source: Iterator[Cand]) -> None:
-        self._source = source
-        self._done: list[Cand] = []
-
-    def _fill(self, n: int | None) -> None:
-        while n is None or len(self._done) < n:
-            nxt = next(self._source, None)
-            if nxt is None:
-                break
-            self._done.append(nxt)
-
-    def __iter__(self) -> Iterator[Cand]:
-        i = 0
-        while True:
-            if i == len(self._done):
-                self._fill(i + 1)
-                if i == len(self._done):
-                    return
-            yield self._done[i]
-            i += 1
-
-    def __bool__(self) -> bool:
-        self._fill(1)
-        return bool(self._done)
-
-    def __len__(self) -> int:
-        self._fill(None)
-        return len(self._done)
-
-    @overload
-    def __getitem__(self, i: int) -> Cand: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
-    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
-        self._fill(None)
-        return self._done[i]
-
-
-class _Excluding(Sequence[Cand]):
-    """A :class:`_Lazy` source without the candidates of some running jobs, read as far as
-    needed; what was already read is kept filtered in ``head``."""
-
-    def __init__(self, source: _Lazy, head: list[Cand], pos: int,
-                 excluded: frozenset[str]) -> None:
-        self._source = source
-        self._head = head
-        self._pos = pos  # source items before this index are accounted for in head
-        self._excluded = excluded
-
-    def narrowed(self, bad: Iterable[str]) -> _Excluding:
-        """The same without the candidates of ``bad`` too."""
-        excluded = self._excluded.union(bad)
-        done = self._source._done
-        head = [c for c in self._head if c[1] not in excluded]
-        head.extend(c for c in done[self._pos:] if c[1] not in excluded)
-        return _Excluding(self._source, head, len(done), excluded)
-
-    def __iter__(self) -> Iterator[Cand]:
-        yield from self._head
-        source, excluded, i = self._source, self._excluded, self._pos
-        done = source._done
-        while True:
-            if i == len(done):
-                source._fill(i + 1)
-                if i == len(done):
-                    return
-            c = done[i]
-            i += 1
-            if c[1] not in excluded:
-                yield c
-
-    def __bool__(self) -> bool:
-        return next(iter(self), None) is not None
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    @overload
-    def __getitem__(self, i: int) -> Cand: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Cand]: ...
-    def __getitem__(self, i: int | slice) -> Cand | Sequence[Cand]:
-        return list(self)[i]
-
-
-def _regular(x: float) -> bool:
-    """A finite number >= 0 (what the monotonicity argument of the ranked search needs)."""
-    return 0.0 <= x < math.inf
-
-
-def _options_key(cand: _Candidate) -> tuple[OptionsKey, bool]:
-    """``cand.osig`` and ``cand.regular`` computed."""
-    osig = (cand.app, tuple((b, mem) for b, _, mem in cand.options))
-    return osig, _regular(cand.exclusive_s) and all(_regular(d) for _, d, _ in cand.options)
-
-
-class _OwnerIndex:
-    """The running jobs holding at least one G_OJ GPU of one key (None = any type), grouped by
-    :data:`RunnerClass` and sorted by (remaining time alone, job id) within a group.
-
-    BEST_SHARING sees a running job only through its class and its remaining time, and its
-    pair JCT grows with the remaining time (see :meth:`SjfBsbf._ranked`). Jobs whose remaining
-    time is not a finite number >= 0 are kept apart (``odd``) and always evaluated.
-    """
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = {}
-        self.classes: dict[RunnerClass, list[tuple[float, str]]] = {}
-        self.odd: set[str] = set()
-        self._where: dict[str, tuple[RunnerClass, float] | None] = {}
-        #: bumped whenever a class appears or empties (invalidates ``groups``)
-        self.version = 0
-        #: candidate options -> (version, [(signature, classes)]), see ``SjfBsbf._ranked``
-        self.groups: dict[object, tuple[int, list[tuple[Signature, list[RunnerClass]]]]] = {}
-
-    def add(self, rid: str, run: _Runner) -> None:
-        self.remove(rid)
-        d = run.remaining_alone_s
-        if not _regular(d):
-            self.odd.add(rid)
-            self._where[rid] = None
-            return
-        key = (run.app, run.sub_batch, run.mem_gb)
-        lst = self.classes.get(key)
-        if lst is None:
-            lst = self.classes[key] = []
-            self.version += 1
-        insort(lst, (d, rid))
-        self._where[rid] = (key, d)
-
-    def remove(self, rid: str) -> None:
-        if rid not in self._where:
-            return
-        where = self._where.pop(rid)
-        if where is None:
-            self.odd.discard(rid)
-            return
-        key, d = where
-        lst = self.classes[key]
-        del lst[bisect_left(lst, (d, rid))]
-        if not lst:
-            del self.classes[key]
-            self.version += 1
-
-    def members(self) -> Iterable[str]:
-        return self._where.keys()
-
-
-class _State:
-    """Mutable per-pass view: GPU holders and free GPUs, updated as the pass places jobs.
-
-    A pass considers every pending job on clusters of thousands of GPUs, so what each job asks
-    for is kept up to date rather than recomputed: free GPUs in a :class:`FreeIndex` (counts
-    per GPU type, consolidated packing), and the GPUs holding exactly one running job (G_OJ) as
-    sorted (server, GPU) positions, for all servers and per GPU type. :meth:`place` is the only
-    way holders and free GPUs change during the pass.
-    """
-
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self.snapshot = snapshot
-        nodes = snapshot.cluster.nodes
-        self.node_index = {n.name: i for i, n in enumerate(nodes)}
-        self._names = [n.name for n in nodes]
-        self._type_of = {n.name: n.gpu_type for n in nodes}
-        self.free: FreeMap = free_map(snapshot)
-        self.free_index = FreeIndex(self.free, self._type_of)
-        self._views: dict[str, FreeMap] = {}
-        # tuples, replaced on change: fewer objects for the garbage collector to track
-        self.holders: dict[Slot, tuple[str, ...]] = dict(snapshot.occupancy)
-        self.slots_of: dict[str, tuple[Slot, ...]] = {}
-        for j in snapshot.jobs:
-            if j.placement is not None and j.state is not JobState.PENDING:
-                self.slots_of[j.job_id] = tuple(sorted(j.placement.slots(), key=self.slot_key))
-        self.runners: dict[str, _Runner] = {}
-        self.suspended = {j.job_id for j in snapshot.suspended}
-        #: owner indexes (per key), built on first use and kept up to date afterwards
-        self._owner_idx: dict[str | None, _OwnerIndex] = {}
-        #: key (None = all servers, else a GPU type) -> sorted (server index, GPU) of G_OJ
-        self._singles: dict[str | None, list[tuple[int, int]]] = {None: []}
-        for t in self._type_of.values():
-            self._singles.setdefault(t, [])
-        self._single_set: set[Slot] = set()
-        for slot, h in self.holders.items():
-            if len(h) == 1 and h[0] not in self.suspended and slot[0] in self.node_index:
-                self._single_set.add(slot)
-        for slot in sorted(self._single_set, key=self.slot_key):
-            pos = self.slot_key(slot)
-            self._singles[None].append(pos)
-            self._singles[self._type_of[slot[0]]].append(pos)
-
-    def slot_key(self, slot: Slot) -> tuple[int, int]:
-        return self.node_index[slot[0]], slot[1]
-
-    def nodes_of_type(self, gpu_type: str | None) -> set[str] | None:
-        if gpu_type is None:
-            return None
-        by_name = self.snapshot.cluster.by_name
-        return {n for n in self.free if by_name[n].gpu_type == gpu_type}
-
-    def free_for(self, gpu_type: str | None) -> FreeMap:
-        """The free GPUs of a type (the same lists as ``free``: do not change them)."""
-        if gpu_type is None:
-            return self.free
-        view = self._views.get(gpu_type)
-        if view is None:
-            allowed = self.nodes_of_type(gpu_type)
-            assert allowed is not None
-            view = {n: g for n, g in self.free.items() if n in allowed}
-            self._views[gpu_type] = view
-        return view
-
-    def free_count(self, gpu_type: str | None) -> int:
-        return self.free_index.total(gpu_type)
-
-    def _single_positions(self, gpu_type: str | None) -> list[tuple[int, int]]:
-        return self._singles.get(gpu_type, [])
-
-    def single_count(self, gpu_type: str | None) -> int:
-        return len(self._single_positions(gpu_type))
-
-    def iter_singles(self, gpu_type: str | None) -> Iterable[Slot]:
-        """G_OJ of a type in (server, GPU) order, lazily (do not place while iterating)."""
-        names = self._names
-        return ((names[i], g) for i, g in self._single_positions(gpu_type))
-
-    def single_slots(self, gpu_type: str | None) -> list[Slot]:
-        """GPUs holding exactly one job that is running (G_OJ), in (server, GPU) order."""
-        return list(self.iter_singles(gpu_type))
-
-    def is_single(self, slot: Slot, gpu_type: str | None) -> bool:
-        """``slot`` is in G_OJ of that type."""
-        return slot in self._single_set and (
-            gpu_type is None or self._type_of.get(slot[0]) == gpu_type)
-
-    def _file_single(self, slot: Slot, add: bool) -> None:
-        pos = self.slot_key(slot)
-        owner = self.holders[slot][0]  # the job holding the GPU alone (before / after)
-        for key in (None, self._type_of[slot[0]]):
-            lst = self._singles[key]
-            if add:
-                insort(lst, pos)
-            else:
-                del lst[bisect_left(lst, pos)]
-            idx = self._owner_idx.get(key)
-            if idx is not None:
-                n = idx.count.get(owner, 0) + (1 if add else -1)
-                if n > 0:
-                    idx.count[owner] = n
-                    if n == 1 and owner in self.runners:
-                        idx.add(owner, self.runners[owner])
-                else:
-                    idx.count.pop(owner, None)
-                    idx.remove(owner)
-        if add:
-            self._single_set.add(slot)
-        else:
-            self._single_set.discard(slot)
-
-    def add_runner(self, job_id: str, run: _Runner) -> None:
-        """Record what sharing needs to know about a running (or just placed) job."""
-        self.runners[job_id] = run
-        for idx in self._owner_idx.values():
-            if idx.count.get(job_id, 0) > 0:
-                idx.add(job_id, run)
-
-    def owner_index(self, gpu_type: str | None) -> _OwnerIndex:
-        """The running jobs holding a G_OJ GPU of the type (the set ``SjfBsbf._owners``
-        yields), indexed for the ranked search; maintained by :meth:`place` from now on."""
-        idx = self._owner_idx.get(gpu_type)
-        if idx is None:
-            idx = _OwnerIndex()
-            names, holders = self._names, self.holders
-            for i, g in self._single_positions(gpu_type):
-                rid = holders[(names[i], g)][0]
-                idx.count[rid] = idx.count.get(rid, 0) + 1
-            for rid in idx.count:
-                run = self.runners.get(rid)
-                if run is not None:
-                    idx.add(rid, run)
-            self._owner_idx[gpu_type] = idx
-        return idx
-
-    def pack(self, num_gpus: int, gpu_type: str | None) -> Placement | None:
-        """``pack_consolidated`` on the free GPUs of a type (taken from ``free``)."""
-        return self.free_index.consolidated(num_gpus, gpu_type)
-
-    def place(self, job_id: str, slots: Iterable[Slot]) -> None:
-        slots = sorted(slots, key=self.slot_key)
-        running = job_id not in self.suspended
-        for node, g in slots:
-            h = (*self.holders.get((node, g), ()), job_id)
-            self.holders[(node, g)] = h
-            was_single = (node, g) in self._single_set
-            if was_single:
-                self._file_single((node, g), add=False)
-            elif len(h) == 1 and running:
-                self._file_single((node, g), add=True)
-            if g in self.free[node]:
-                self.free_index.remove(node, g)
-        self.slots_of[job_id] = tuple(slots)
-
-
-def _placement(slots: Sequence[Slot], state: _State) -> Placement:
-    alloc: dict[str, list[int]] = {}
-    for node, g in sorted(slots, key=state.slot_key):
-        alloc.setdefault(node, []).append(g)
-    return Placement.of(alloc)
-
-
-# ------------------------------------------------------------------------- the policy
 class SjfBsbf(Policy):
     name = "sjf-bsbf"
     paper = "Luo et al., arXiv 2024 (SJF-BSBF, wise GPU sharing with gradient accumulation)"
@@ -561,32 +131,32 @@ class SjfBsbf(Policy):
         #: set once an interference model gave a xi outside [1, inf): the ranked candidate
         #: search relies on xi >= 1 and falls back to evaluating every running job
         self._xi_irregular = False
-        self._cand_cache: dict[str, _Candidate] = {}
+        self._cand_cache: dict[str, Candidate] = {}
         self._pairs_memo: tuple[tuple[object, ...], dict[str, PairDecision]] | None = None
         self._settings_cache: dict[tuple[int, int], JobSettings] = {}
         self._sig_cache: dict[object, dict[RunnerClass, Signature]] = {}
         self._sig_ctx: tuple[object, float | None] | None = None
 
     # ------------------------------------------------------------ model queries
-    def candidate(self, job: JobView) -> _Candidate:
+    def candidate(self, job: JobView) -> Candidate:
         """A pending job's options (memoised per job: they depend on its spec alone)."""
         got = self._cand_cache.get(job.job_id)
         if got is not None and got.job.spec is job.spec:
-            return got if got.job is job else _Candidate(job, got.profile, got.options,
+            return got if got.job is job else Candidate(job, got.profile, got.options,
                                                          got.exclusive_s, got.osig, got.regular)
         cand = self._make_candidate(job)
-        osig, regular = _options_key(cand)
-        cand = _Candidate(job, cand.profile, cand.options, cand.exclusive_s, osig, regular)
+        osig, regular = options_key(cand)
+        cand = Candidate(job, cand.profile, cand.options, cand.exclusive_s, osig, regular)
         if len(self._cand_cache) > 200_000:
             self._cand_cache.clear()
         self._cand_cache[job.job_id] = cand
         return cand
 
-    def _make_candidate(self, job: JobView) -> _Candidate:
+    def _make_candidate(self, job: JobView) -> Candidate:
         prof = job_profile(job.spec)
         dur = job.spec.duration_s
         if prof is None:
-            return _Candidate(job, None, ((None, dur, 0.0),), dur)
+            return Candidate(job, None, ((None, dur, 0.0),), dur)
         # (sub-batch, slow-down, memory) depend on the profile only: memoised per profile
         key = (prof.app, prof.num_gpus, prof.batch_size)
         per_b = self._options_cache.get(key)
@@ -597,9 +167,9 @@ class SjfBsbf(Policy):
                 self._options_cache.clear()
             self._options_cache[key] = per_b
         opts = tuple((b, dur * slow, mem) for b, slow, mem in per_b[1])
-        return _Candidate(job, prof, opts, dur)
+        return Candidate(job, prof, opts, dur)
 
-    def _settings(self, cand: _Candidate, b: int | None) -> JobSettings:
+    def _settings(self, cand: Candidate, b: int | None) -> JobSettings:
         """``cand.settings(b)``, one shared (immutable) object per (B, b)."""
         if cand.profile is None or b is None:
             return AS_SUBMITTED
@@ -609,7 +179,7 @@ class SjfBsbf(Policy):
             got = self._settings_cache[key] = cand.profile.settings_for(b)
         return got
 
-    def solo_sub_batch(self, cand: _Candidate) -> int | None:
+    def solo_sub_batch(self, cand: Candidate) -> int | None:
         """The largest sub-batch that fits alone (normally the solo micro-batch)."""
         if cand.profile is None:
             return None
@@ -618,7 +188,7 @@ class SjfBsbf(Policy):
                 return b
         return cand.options[-1][0]
 
-    def runner(self, job: JobView, now_s: float) -> _Runner:
+    def runner(self, job: JobView, now_s: float) -> Runner:
         prof = job_profile(job.spec)
         b = current_sub_batch(job, prof)
         left = job.remaining_s(now_s)
@@ -630,15 +200,15 @@ class SjfBsbf(Policy):
                                        job.placement.num_gpus)
             left *= t / prof.ref_time_s
         mem = prof.mem_gb(b) if (prof is not None and b is not None and self.memory_gb) else 0.0
-        return _Runner(job.job_id, prof.app if prof else None, b, left, mem)
+        return Runner(job.job_id, prof.app if prof else None, b, left, mem)
 
-    def _new_runner(self, cand: _Candidate, b: int | None, slowdown_alone: float) -> _Runner:
+    def _new_runner(self, cand: Candidate, b: int | None, slowdown_alone: float) -> Runner:
         mem = 0.0
         if cand.profile is not None and b is not None and self.memory_gb:
             mem = cand.profile.mem_gb(b)
-        return _Runner(cand.job.job_id, cand.app, b, cand.exclusive_s * slowdown_alone, mem)
+        return Runner(cand.job.job_id, cand.app, b, cand.exclusive_s * slowdown_alone, mem)
 
-    def mem_ok(self, mem_n: float, run: _Runner) -> bool:
+    def mem_ok(self, mem_n: float, run: Runner) -> bool:
         return self.memory_gb is None or mem_n + run.mem_gb <= self.memory_gb + 1e-9
 
     def xi_pair(self, app_n: str | None, b: int | None, app_r: str | None, b_r: int | None
@@ -657,13 +227,13 @@ class SjfBsbf(Policy):
             self._xi_cache[key] = got
         return got
 
-    def decide_pair(self, cand: _Candidate, run: _Runner, b: int | None, d_n: float
+    def decide_pair(self, cand: Candidate, run: Runner, b: int | None, d_n: float
                     ) -> PairDecision:
         xi_r, xi_n = self.xi_pair(cand.app, b, run.app, run.sub_batch)
         d_nx = cand.exclusive_s if self.a2 == "exclusive" else d_n
         return pair_decision(run.remaining_alone_s, d_n, d_nx, xi_r, xi_n)
 
-    def best_sharing(self, cand: _Candidate, run: _Runner) -> SharingChoice:
+    def best_sharing(self, cand: Candidate, run: Runner) -> SharingChoice:
         """Algorithm 2, corrected (F1-F5): the best (share flag, sub-batch, pair JCT).
 
         Evaluates :func:`pair_decision` for every sub-batch that passes MEM_OK (inlined here:
@@ -691,7 +261,7 @@ class SjfBsbf(Policy):
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
         if not snapshot.pending:
             return []
-        state = _State(snapshot)
+        state = PassState(snapshot)
         for j in snapshot.running:
             state.add_runner(j.job_id, self.runner(j, now_s))
         actions: list[Action] = []
@@ -701,7 +271,7 @@ class SjfBsbf(Policy):
                 actions.append(act)
         return actions
 
-    def _schedule_one(self, job: JobView, state: _State) -> Action | None:
+    def _schedule_one(self, job: JobView, state: PassState) -> Action | None:
         need = job.spec.num_gpus
         gtype = job.spec.gpu_type
         n_free = state.free_count(gtype)
@@ -721,7 +291,7 @@ class SjfBsbf(Policy):
                          reason="sjf: free GPUs")
         return self._share(job, cand, state, need, gtype)
 
-    def sharing_candidates(self, cand: _Candidate, owners: Iterable[str], state: _State
+    def sharing_candidates(self, cand: Candidate, owners: Iterable[str], state: PassState
                            ) -> Sequence[tuple[float, str, int | None]]:
         """Running jobs worth sharing with, as (pair JCT, job id, sub-batch), best first."""
         out = []
@@ -733,7 +303,7 @@ class SjfBsbf(Policy):
         return out
 
     @staticmethod
-    def _owners(state: _State, gtype: str | None) -> Iterable[str]:
+    def _owners(state: PassState, gtype: str | None) -> Iterable[str]:
         """Running jobs holding a G_OJ GPU of the type, in the order of their first one."""
         seen: set[str] = set()
         holders, runners = state.holders, state.runners
@@ -743,7 +313,7 @@ class SjfBsbf(Policy):
                 seen.add(rid)
                 yield rid
 
-    def _sharing_order(self, cand: _Candidate, state: _State, gtype: str | None
+    def _sharing_order(self, cand: Candidate, state: PassState, gtype: str | None
                        ) -> Sequence[Cand]:
         """:meth:`sharing_candidates` over every G_OJ owner of the type, produced lazily in the
         same order by :meth:`_ranked` unless a subclass changed how candidates are found."""
@@ -751,9 +321,9 @@ class SjfBsbf(Policy):
         if (cls.sharing_candidates is not SjfBsbf.sharing_candidates
                 or cls.best_sharing is not SjfBsbf.best_sharing):
             return self.sharing_candidates(cand, self._owners(state, gtype), state)
-        return _Lazy(self._ranked(cand, state, gtype))
+        return LazyCands(self._ranked(cand, state, gtype))
 
-    def _ranked(self, cand: _Candidate, state: _State, gtype: str | None) -> Iterator[Cand]:
+    def _ranked(self, cand: Candidate, state: PassState, gtype: str | None) -> Iterator[Cand]:
         """Exactly ``sharing_candidates(cand, owners, state)`` in order, computing
         BEST_SHARING for only as many running jobs as the order needs.
 
@@ -775,7 +345,7 @@ class SjfBsbf(Policy):
         idx = state.owner_index(gtype)
         runners = state.runners
         if cand.osig is None:
-            osig, regular = _options_key(cand)
+            osig, regular = options_key(cand)
         else:
             osig, regular = cand.osig, cand.regular
         if not regular:
@@ -891,13 +461,13 @@ class SjfBsbf(Policy):
 
         return sig
 
-    def _share(self, job: JobView, cand: _Candidate, state: _State, need: int,
+    def _share(self, job: JobView, cand: Candidate, state: PassState, need: int,
                gtype: str | None) -> Action | None:
         self._pairs_memo = None
         found = self._sharing_order(cand, state, gtype)
-        source = found if isinstance(found, _Lazy) else _Lazy(iter(found))
+        source = found if isinstance(found, LazyCands) else LazyCands(iter(found))
         cands: Sequence[Cand] = source
-        view = _Excluding(source, [], 0, frozenset())
+        view = ExcludingCands(source, [], 0, frozenset())
         while cands:
             chosen, slots, b_j = self._compose(cands, state, need, gtype)
             if slots is None:
@@ -913,7 +483,7 @@ class SjfBsbf(Policy):
             cands = view
         return None
 
-    def _compose(self, cands: Sequence[tuple[float, str, int | None]], state: _State,
+    def _compose(self, cands: Sequence[tuple[float, str, int | None]], state: PassState,
                  need: int, gtype: str | None
                  ) -> tuple[list[str], list[Slot] | None, int | None]:
         taken: list[Slot] = []
@@ -940,7 +510,7 @@ class SjfBsbf(Policy):
         return chosen, taken, b_j
 
     @staticmethod
-    def _top_up(taken: list[Slot], count: int, state: _State, gtype: str | None
+    def _top_up(taken: list[Slot], count: int, state: PassState, gtype: str | None
                 ) -> list[Slot] | None:
         free = {n: list(g) for n, g in state.free_for(gtype).items()}
         if sum(len(g) for g in free.values()) < count:
@@ -960,15 +530,15 @@ class SjfBsbf(Policy):
         return out
 
     @staticmethod
-    def run_time(cand: _Candidate, b: int | None, nodes: int | None = None) -> float:
+    def run_time(cand: Candidate, b: int | None, nodes: int | None = None) -> float:
         """The new job's run time alone with sub-batch ``b`` on ``nodes`` servers (packed if
         None)."""
         if cand.profile is None or b is None:
             return cand.exclusive_s
         return cand.exclusive_s * cand.profile.slowdown(b, nodes)
 
-    def _failing_pairs(self, cand: _Candidate, chosen: list[str], b_j: int | None,
-                       state: _State, nodes: int | None = None) -> set[str]:
+    def _failing_pairs(self, cand: Candidate, chosen: list[str], b_j: int | None,
+                       state: PassState, nodes: int | None = None) -> set[str]:
         mem_n = next((m for b, _, m in cand.options if b == b_j), cand.options[0][2])
         d_n = self.run_time(cand, b_j, nodes)
         bad = set()
@@ -985,7 +555,7 @@ class SjfBsbf(Policy):
         self._pairs_memo = ((cand.job.job_id, b_j, nodes, d_n), pairs)
         return bad
 
-    def _commit(self, job: JobView, cand: _Candidate, state: _State, chosen: list[str],
+    def _commit(self, job: JobView, cand: Candidate, state: PassState, chosen: list[str],
                 slots: list[Slot], b_j: int | None, nodes: int | None = None) -> Action:
         d_n = self.run_time(cand, b_j, nodes)
         memo = self._pairs_memo
@@ -999,7 +569,7 @@ class SjfBsbf(Policy):
         state.place(job.job_id, slots)
         slow = d_n / cand.exclusive_s if cand.exclusive_s > 0 else 1.0
         state.add_runner(job.job_id, self._new_runner(cand, b_j, slow))
-        return Share(job_id=job.job_id, placement=_placement(slots, state),
+        return Share(job_id=job.job_id, placement=placement_of(slots, state),
                      with_jobs=tuple(chosen), settings=self._settings(cand, b_j),
                      reason=f"sjf-bsbf: share with {','.join(chosen)}, sub-batch {b_j}")
 
@@ -1008,7 +578,7 @@ class SjfBsbf(Policy):
         job = snapshot.by_id.get(job_id)
         if job is None or job.state is not JobState.PENDING:
             return base
-        state = _State(snapshot)
+        state = PassState(snapshot)
         single = state.single_slots(job.spec.gpu_type)
         if snapshot.num_free_gpus + len(single) < job.spec.num_gpus:
             return f"{base}; only {len(single)} GPU(s) hold a single job"
