@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from slurm_sched.backend.placement_check import missing_gpu
 from slurm_sched.errors import InputError, SimulationStalledError
 from slurm_sched.model import Cluster, ClusterSnapshot, CompletedJob, JobState, JobView, Resume
 from slurm_sched.perf.progress import ProgressModel
-from slurm_sched.placement_check import missing_gpu
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics

@@ -8,7 +8,7 @@ It starts empty and is fed a trace, or continues a captured state
 (:meth:`SimulatedBackend.from_state`, used by snapshot replay).
 
 Rules it enforces (an action breaking one fails as data, never silently; the placement checks
-are the shared ones of :mod:`slurm_sched.placement_check`):
+are the shared ones of :mod:`slurm_sched.backend.placement_check`):
 - a GPU holds at most ``max_jobs_per_gpu`` jobs (running or suspended); ``Start`` and ``Migrate``
   need GPUs no other job holds, ``Share`` may join jobs already there;
 - a job's GPUs must be of its required type, exist on the named nodes, and (except for
@@ -23,8 +23,9 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from slurm_sched.backend import ActionRejected, ClusterBackend, require
+from slurm_sched.backend.idempotent_apply import apply_idempotent
+from slurm_sched.backend.placement_check import check_placement, missing_gpu
 from slurm_sched.errors import InputError
-from slurm_sched.idempotent_apply import apply_idempotent
 from slurm_sched.model import (
     Action,
     ActionResult,
@@ -38,7 +39,6 @@ from slurm_sched.model import (
     Placement,
 )
 from slurm_sched.perf.progress import ProgressModel
-from slurm_sched.placement_check import check_placement, missing_gpu
 from slurm_sched.sim.events import Event, EventKind, EventQueue
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from slurm_sched.backend import ActionRejected, require
-from slurm_sched.idempotent_apply import Admitted, apply_idempotent
+from slurm_sched.backend.idempotent_apply import Admitted, apply_idempotent
 from slurm_sched.model import Action, ActionResult, JobSpec, JobState, Placement, Start
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intents

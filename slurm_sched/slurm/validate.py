@@ -3,7 +3,7 @@
 Contract: the checks raise :class:`~slurm_sched.backend.ActionRejected` (which ``apply`` turns
 into ``ActionResult(ok=False)``) for an action the view says cannot work: a placement with the
 wrong GPU count or type, an unknown or unavailable node, GPUs held by other jobs (the shared
-checks of :mod:`slurm_sched.placement_check`), a share Slurm would put elsewhere or cannot
+checks of :mod:`slurm_sched.backend.placement_check`), a share Slurm would put elsewhere or cannot
 co-locate; and, from what Slurm itself would do, a start onto GPUs Slurm wrongly counts as free
 (the 22.05.8 shard accounting loss), a start or share that a sharer about to end could
 misdirect, a launch within the requeue grace on a node of the job's killed run.
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from slurm_sched.backend import ActionRejected
+from slurm_sched.backend.placement_check import check_count, check_part
 from slurm_sched.model import JobView, Placement
-from slurm_sched.placement_check import check_count, check_part
 from slurm_sched.slurm.query import SlurmQuery
 from slurm_sched.slurm.shared import FOREIGN, PENDING_STATES, BackendState, Slot
 
@@ -55,7 +55,7 @@ class Validator:
         """Check a placement against the current view; returns where the job will be (for a
         Share: the GPU Slurm will pick, when that is another GPU the job can share).
 
-        Per node, the shared checks (:mod:`slurm_sched.placement_check`; the job's own GPUs
+        Per node, the shared checks (:mod:`slurm_sched.backend.placement_check`; the job's own GPUs
         count as free, the sharing capacity is checked where Slurm decides the GPU), then
         Slurm's own view and, for a Share, where Slurm will put it."""
         jid = view.job_id

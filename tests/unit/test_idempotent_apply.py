@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from slurm_sched.backend import ActionRejected
-from slurm_sched.idempotent_apply import Admitted, apply_idempotent
+from slurm_sched.backend.idempotent_apply import Admitted, apply_idempotent
 from slurm_sched.model import Action, ActionResult, Preempt, Resume, Suspend
 
 

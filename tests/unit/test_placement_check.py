@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from slurm_sched.backend import ActionRejected
-from slurm_sched.model import JobView, Placement, parse_cluster_spec
-from slurm_sched.placement_check import (
+from slurm_sched.backend.placement_check import (
     Slot,
     check_count,
     check_part,
     check_placement,
     missing_gpu,
 )
+from slurm_sched.model import JobView, Placement, parse_cluster_spec
 from tests.builders import job, place
 
 #: a100-1, a100-2: 4 x a100 each; v100-1: 2 x v100

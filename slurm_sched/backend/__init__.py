@@ -14,9 +14,10 @@ Contract (checked by ``tests/contract/``, run against both implementations):
   completed; Slurm: never, unless a test bounded the run).
 - ``completed()`` returns the records of jobs that finished, for metrics.
 
-Inside ``apply`` a backend refuses an action by raising :class:`ActionRejected` (``require``,
-:mod:`slurm_sched.placement_check`); :func:`slurm_sched.idempotent_apply.apply_idempotent` turns
-it into ``ActionResult(ok=False, error=str(exc))``.
+Inside ``apply`` a backend refuses an action by raising :class:`ActionRejected` (``require``, the
+shared placement checks of :mod:`~slurm_sched.backend.placement_check`); the shared ``apply``
+template (:func:`~slurm_sched.backend.idempotent_apply.apply_idempotent`) turns it into
+``ActionResult(ok=False, error=str(exc))``.
 """
 
 from __future__ import annotations
