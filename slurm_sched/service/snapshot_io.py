@@ -36,26 +36,28 @@ import json
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from slurm_sched.backend.placement_check import missing_gpu
+from slurm_sched.controller import Controller, ControllerStats
 from slurm_sched.errors import InputError, SimulationStalledError
 from slurm_sched.model import Cluster, ClusterSnapshot, CompletedJob, JobState, JobView, Resume
+from slurm_sched.perf import registry as perf_registry
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
-
-if TYPE_CHECKING:
-    from slurm_sched.controller import ControllerStats
-    from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.recorded import RecordedCluster, RecordedRunner
 
 log = logging.getLogger(__name__)
 
@@ -360,11 +362,6 @@ def capture_recorded(
         ClusterMisreadError: an unsupported release, a document without a field the scheduler
             needs, or no node in ``partitions``.
     """
-    import tempfile
-
-    from slurm_sched.slurm.backend import SlurmBackend
-    from slurm_sched.slurm.recorded import RecordedCluster, RecordedRunner
-
     recorded = RecordedCluster.from_files(jobs_path, nodes_path)
     if not partitions:
         partitions = sorted({p for n in recorded.nodes for p in n.partitions})
@@ -418,10 +415,6 @@ def simulate_from(
         SimulationStalledError: jobs that can never start (e.g. too big once the unavailable
             GPUs are taken out).
     """
-    from slurm_sched.controller import Controller
-    from slurm_sched.perf import registry as perf_registry
-    from slurm_sched.sim.clock import SimulatedClock
-
     if progress_model is None:
         progress_model = policy.progress_model or "identity"
     if isinstance(progress_model, str):
