@@ -22,7 +22,8 @@ Slurm and no file is written (a fresh backend's snapshot would otherwise renew l
 it cannot understand to Slurm and write ledgers next to the running daemon). What it would have
 run is listed in ``notes["not_run"]``.
 
-Replay (:class:`SnapshotBackend`, :func:`simulate_from`) continues a snapshot offline in the
+Replay (:func:`simulate_from`, over :meth:`SimulatedBackend.from_state
+<slurm_sched.sim.backend.SimulatedBackend.from_state>`) continues a snapshot offline in the
 simulator: running and suspended jobs keep their placements and progress, pending jobs queue
 with the progress they had. GPUs the snapshot shows neither free nor held by a managed job stay
 unavailable for the whole replay (their holders are not in the snapshot, so nobody knows when
@@ -35,25 +36,28 @@ import json
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
+from slurm_sched.backend.placement_check import missing_gpu
+from slurm_sched.controller import Controller, ControllerStats
 from slurm_sched.errors import InputError, SimulationStalledError
 from slurm_sched.model import Cluster, ClusterSnapshot, CompletedJob, JobState, JobView, Resume
+from slurm_sched.perf import registry as perf_registry
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.policy.base import Policy
 from slurm_sched.sim.backend import SimulatedBackend
+from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
-
-if TYPE_CHECKING:
-    from slurm_sched.controller import ControllerStats
-    from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.backend import SlurmBackend
+from slurm_sched.slurm.recorded import RecordedCluster, RecordedRunner
 
 log = logging.getLogger(__name__)
 
@@ -260,11 +264,10 @@ def _check_placement(view: JobView, cluster: Cluster, source: str, where: str) -
     if view.placement is None:
         raise InputError(f"a {view.state.value} job needs a placement", source=source,
                          field=f"{where}.placement")
-    for node, gpu in view.placement.slots():
-        n = cluster.by_name.get(node)
-        if n is None or gpu >= n.num_gpus:
-            raise InputError("no such GPU in the cluster", source=source,
-                             field=f"{where}.placement", value=f"{node}:{gpu}")
+    missing = missing_gpu(cluster, view.placement)
+    if missing is not None:
+        raise InputError("no such GPU in the cluster", source=source,
+                         field=f"{where}.placement", value=f"{missing[0]}:{missing[1]}")
 
 
 def _free_gpus(raw: dict[str, Any], cluster: Cluster, jobs: Sequence[JobView],
@@ -359,11 +362,6 @@ def capture_recorded(
         ClusterMisreadError: an unsupported release, a document without a field the scheduler
             needs, or no node in ``partitions``.
     """
-    import tempfile
-
-    from slurm_sched.slurm.backend import SlurmBackend
-    from slurm_sched.slurm.recorded import RecordedCluster, RecordedRunner
-
     recorded = RecordedCluster.from_files(jobs_path, nodes_path)
     if not partitions:
         partitions = sorted({p for n in recorded.nodes for p in n.partitions})
@@ -382,80 +380,6 @@ def capture_recorded(
 
 
 # ------------------------------------------------------------------ offline replay
-class SnapshotBackend(SimulatedBackend):
-    """The simulator, started from a snapshot instead of an empty cluster.
-
-    Every job of the snapshot arrives at its submit time (at most the snapshot time); then the
-    running and suspended ones are put back on their GPUs with their progress, and pending
-    ones keep theirs (a preempted job resumes from its checkpoint). GPUs the snapshot shows
-    neither free nor held stay unavailable (module docstring).
-    """
-
-    def __init__(
-        self,
-        snapshot: ClusterSnapshot,
-        *,
-        progress: ProgressModel | None = None,
-        restart_overhead_s: float = 30.0,
-        max_jobs_per_gpu: int = 1,
-    ) -> None:
-        now = snapshot.now_s
-        specs = [
-            v.spec if v.spec.submit_time_s <= now
-            else v.spec.model_copy(update={"submit_time_s": max(0.0, now)})
-            for v in snapshot.jobs
-        ]
-        super().__init__(snapshot.cluster, specs, progress=progress,
-                         restart_overhead_s=restart_overhead_s, max_jobs_per_gpu=max_jobs_per_gpu)
-        self.advance_to(max(0.0, now))
-        self.snapshot_s = self.now_s
-        self.blocked_gpus = self._seed(snapshot)
-
-    def _seed(self, snapshot: ClusterSnapshot) -> tuple[tuple[str, int], ...]:
-        now = self.now_s
-        holders: dict[tuple[str, int], int] = {}
-        placed: list[str] = []
-        for v in snapshot.jobs:
-            if v.job_id not in self._views:  # rejected: can never fit this cluster
-                continue
-            # progress folded up to now (a view is exact as of its own accounted_at_s only);
-            # the spec as loaded (its submit time may have been moved to the snapshot time)
-            update: dict[str, Any] = {
-                "spec": self._specs[v.job_id],
-                "work_done_s": v.work_done_at(now),
-                "executed_s": v.executed_at(now),
-                "accounted_at_s": now,
-                "rate": 0.0,
-            }
-            if v.state is JobState.PENDING:
-                self._store(v.model_copy(update=update))
-                continue
-            assert v.placement is not None
-            for slot in v.placement.slots():
-                holders[slot] = holders.get(slot, 0) + 1
-                if holders[slot] > self.max_jobs_per_gpu:
-                    raise InputError(
-                        f"GPU {slot[0]}:{slot[1]} is held by more jobs than the replay's "
-                        f"capacity of {self.max_jobs_per_gpu} per GPU",
-                        field="placement", value=v.job_id,
-                    )
-            nv = v.model_copy(update=update)
-            self._store(nv)
-            self._take_slots(nv)
-            placed.append(v.job_id)
-        # GPUs held by jobs the snapshot does not show (other partitions, down nodes)
-        blocked: list[tuple[str, int]] = []
-        for node in snapshot.cluster.nodes:
-            shown_free = set(snapshot.free_gpus.get(node.name, ()))
-            for g in range(node.num_gpus):
-                if (node.name, g) not in holders and g not in shown_free:
-                    self._free[node.name].discard(g)
-                    self._free_dirty.add(node.name)
-                    blocked.append((node.name, g))
-        self._refresh_rates(placed)
-        return tuple(blocked)
-
-
 @dataclass
 class ReplayResult:
     """A replay run: the metrics of the continuation and the records they come from."""
@@ -491,19 +415,16 @@ def simulate_from(
         SimulationStalledError: jobs that can never start (e.g. too big once the unavailable
             GPUs are taken out).
     """
-    from slurm_sched.controller import Controller
-    from slurm_sched.perf import registry as perf_registry
-    from slurm_sched.sim.clock import SimulatedClock
-
     if progress_model is None:
         progress_model = policy.progress_model or "identity"
     if isinstance(progress_model, str):
         progress_model = perf_registry.create(progress_model)
     # jobs already sharing a GPU (gres/shard on Slurm) stay there, whatever the policy does
     shared = max((len(h) for h in snapshot.occupancy.values()), default=1)
-    backend = SnapshotBackend(snapshot, progress=progress_model,
-                              restart_overhead_s=restart_overhead_s,
-                              max_jobs_per_gpu=max(1, policy.max_jobs_per_gpu, shared))
+    backend = SimulatedBackend.from_state(snapshot, progress=progress_model,
+                                          restart_overhead_s=restart_overhead_s,
+                                          max_jobs_per_gpu=max(1, policy.max_jobs_per_gpu, shared))
+    start_s = backend.now_s
     controller = Controller(backend, policy, SimulatedClock(backend))
     resumed: list[str] = []
     while True:
@@ -524,7 +445,7 @@ def simulate_from(
     metrics = compute_metrics(policy.name, completed, total_gpus=snapshot.cluster.total_gpus,
                               busy_gpu_s=backend.busy_gpu_s, rejected_jobs=len(backend.rejected))
     if completed:
-        window = max(c.finish_s for c in completed) - backend.snapshot_s
+        window = max(c.finish_s for c in completed) - start_s
         util = backend.busy_gpu_s / (snapshot.cluster.total_gpus * window) if window > 0 else 0.0
         metrics = metrics.model_copy(update={"makespan_s": window, "gpu_util": util})
     return ReplayResult(metrics, completed, stats, backend.blocked_gpus, tuple(resumed))

@@ -4,7 +4,11 @@ It owns the event queue (arrivals, completions) and the simulated time. Progress
 lazily (see :class:`~slurm_sched.model.job.JobView`): a job's view changes only when its state,
 placement or rate changes, so a snapshot is cheap even with thousands of active jobs.
 
-Rules it enforces (an action breaking one fails as data, never silently):
+It starts empty and is fed a trace, or continues a captured state
+(:meth:`SimulatedBackend.from_state`, used by snapshot replay).
+
+Rules it enforces (an action breaking one fails as data, never silently; the placement checks
+are the shared ones of :mod:`slurm_sched.backend.placement_check`):
 - a GPU holds at most ``max_jobs_per_gpu`` jobs (running or suspended); ``Start`` and ``Migrate``
   need GPUs no other job holds, ``Share`` may join jobs already there;
 - a job's GPUs must be of its required type, exist on the named nodes, and (except for
@@ -18,7 +22,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from slurm_sched.backend import ClusterBackend
+from slurm_sched.backend import ActionRejected, ClusterBackend, require
+from slurm_sched.backend.idempotent_apply import apply_idempotent
+from slurm_sched.backend.placement_check import check_placement, missing_gpu
+from slurm_sched.errors import InputError
 from slurm_sched.model import (
     Action,
     ActionResult,
@@ -37,10 +44,6 @@ from slurm_sched.sim.events import Event, EventKind, EventQueue
 log = logging.getLogger(__name__)
 
 Slot = tuple[str, int]
-
-
-class ActionRejected(Exception):
-    """Internal: an action cannot be applied; becomes ``ActionResult(ok=False)``."""
 
 
 class SimulatedBackend(ClusterBackend):
@@ -94,7 +97,97 @@ class SimulatedBackend(ClusterBackend):
         self._busy_since_s = 0.0
         self.busy_gpu_s = 0.0
         self.first_submit_s: float | None = None
+        #: GPUs held by jobs outside the simulation (see from_state): never free
+        self.blocked_gpus: tuple[Slot, ...] = ()
         self._load(jobs)
+
+    # ------------------------------------------------------------------ seeding
+    @classmethod
+    def from_state(
+        cls,
+        snapshot: ClusterSnapshot,
+        *,
+        progress: ProgressModel | None = None,
+        restart_overhead_s: float = 30.0,
+        max_jobs_per_gpu: int = 2,
+    ) -> SimulatedBackend:
+        """A simulated cluster that continues ``snapshot`` (a captured state) from its time.
+
+        Contract: the trace is the snapshot's jobs; each arrives at its submit time, or at the
+        snapshot time if it was submitted later. Time then stands at the snapshot time (at least
+        0) and every job is as the snapshot shows it, its progress folded up to that time:
+        running and suspended jobs hold their GPUs, pending ones wait (a preempted job resumes
+        from its progress). A job too big for the cluster is in ``rejected``, as for a trace.
+        GPUs the snapshot shows neither free nor held by one of its jobs are in
+        ``blocked_gpus`` and never become free (their holders are not in the snapshot, so
+        nobody knows when they end). Other arguments: as for the constructor.
+
+        The snapshot's jobs are unfinished, with unique ids; a running or suspended job has a
+        placement, a pending one has none.
+
+        Raises:
+            InputError: a placement names a GPU the cluster does not have, or a GPU is held by
+                more than ``max_jobs_per_gpu`` jobs.
+        """
+        now = snapshot.now_s
+        specs = [
+            v.spec if v.spec.submit_time_s <= now
+            else v.spec.model_copy(update={"submit_time_s": max(0.0, now)})
+            for v in snapshot.jobs
+        ]
+        backend = cls(snapshot.cluster, specs, progress=progress,
+                      restart_overhead_s=restart_overhead_s, max_jobs_per_gpu=max_jobs_per_gpu)
+        backend.advance_to(max(0.0, now))
+        backend._seed(snapshot)
+        return backend
+
+    def _seed(self, snapshot: ClusterSnapshot) -> None:
+        """Put the (arrived) jobs of ``snapshot`` in their state; block the GPUs held outside."""
+        now = self.now_s
+        holders: dict[Slot, int] = {}
+        placed: list[str] = []
+        for v in snapshot.jobs:
+            if v.job_id not in self._views:  # rejected: can never fit this cluster
+                continue
+            # progress folded up to now (a view is exact as of its own accounted_at_s only);
+            # the spec as loaded (its submit time may have been moved to the snapshot time)
+            update: dict[str, object] = {
+                "spec": self._specs[v.job_id],
+                "work_done_s": v.work_done_at(now),
+                "executed_s": v.executed_at(now),
+                "accounted_at_s": now,
+                "rate": 0.0,
+            }
+            if v.state is JobState.PENDING:
+                self._store(v.model_copy(update=update))
+                continue
+            assert v.placement is not None
+            missing = missing_gpu(self.cluster, v.placement)
+            if missing is not None:
+                raise InputError("no such GPU in the cluster", field="placement",
+                                 value=f"{missing[0]}:{missing[1]}")
+            for slot in v.placement.slots():
+                holders[slot] = holders.get(slot, 0) + 1
+                if holders[slot] > self.max_jobs_per_gpu:
+                    raise InputError(
+                        f"GPU {slot[0]}:{slot[1]} is held by more jobs than the replay's "
+                        f"capacity of {self.max_jobs_per_gpu} per GPU",
+                        field="placement", value=v.job_id,
+                    )
+            nv = v.model_copy(update=update)
+            self._store(nv)
+            self._take_slots(nv)
+            placed.append(v.job_id)
+        blocked: list[Slot] = []
+        for node in snapshot.cluster.nodes:
+            shown_free = set(snapshot.free_gpus.get(node.name, ()))
+            for g in range(node.num_gpus):
+                if (node.name, g) not in holders and g not in shown_free:
+                    self._free[node.name].discard(g)
+                    self._free_dirty.add(node.name)
+                    blocked.append((node.name, g))
+        self._refresh_rates(placed)
+        self.blocked_gpus = tuple(blocked)
 
     # ------------------------------------------------------------------ trace
     def _load(self, jobs: Iterable[JobSpec]) -> None:
@@ -219,22 +312,14 @@ class SimulatedBackend(ClusterBackend):
         return len(self._completed)
 
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
-        results: list[ActionResult] = []
         changed: list[JobView] = []
-        for action in actions:
-            rid = action.request_id
-            if rid is not None and rid in self._results_by_request:
-                results.append(self._results_by_request[rid])
-                continue
-            try:
-                changed.extend(self._apply_one(action))
-                res = ActionResult(action=action, ok=True)
-            except ActionRejected as e:
-                res = ActionResult(action=action, ok=False, error=str(e))
-                log.debug("t=%.0f rejected %s %s: %s", self.now_s, action.kind, action.job_id, e)
-            if rid is not None:
-                self._results_by_request[rid] = res
-            results.append(res)
+
+        def admit(_index: int, action: Action) -> None:
+            changed.extend(self._apply_one(action))
+
+        results = apply_idempotent(
+            actions, self._results_by_request, admit, on_rejected=self._log_rejection
+        )
         if changed:
             affected: dict[str, None] = {}
             for v in changed:
@@ -245,6 +330,9 @@ class SimulatedBackend(ClusterBackend):
             self._refresh_rates(affected)
         return results
 
+    def _log_rejection(self, action: Action, exc: Exception) -> None:
+        log.debug("t=%.0f rejected %s %s: %s", self.now_s, action.kind, action.job_id, exc)
+
     # ------------------------------------------------------------------ actions
     def _apply_one(self, a: Action) -> list[JobView]:
         v = self._views.get(a.job_id)
@@ -252,15 +340,15 @@ class SimulatedBackend(ClusterBackend):
             raise ActionRejected(f"job {a.job_id} is not active (unknown, not arrived or finished)")
         kind = a.kind
         if kind in ("start", "share"):
-            self._require(v, JobState.PENDING, a)
+            require(v, JobState.PENDING, kind)
             self._check_placement(v, a.placement, allow_shared=(kind == "share"), exact=True)
             restarted = v.first_start_s is not None
             return [self._place(v, a.placement, a.settings, restarted=restarted)]
         if kind == "suspend":
-            self._require(v, JobState.RUNNING, a)
+            require(v, JobState.RUNNING, kind)
             return [self._set_state(v, JobState.SUSPENDED)]
         if kind == "resume":
-            self._require(v, JobState.SUSPENDED, a)
+            require(v, JobState.SUSPENDED, kind)
             return [self._set_state(v, JobState.RUNNING)]
         if kind == "preempt":
             if v.state not in (JobState.RUNNING, JobState.SUSPENDED):
@@ -279,7 +367,7 @@ class SimulatedBackend(ClusterBackend):
             return [v]
         if kind in ("migrate", "reconfigure"):
             if kind == "migrate":
-                self._require(v, JobState.RUNNING, a)
+                require(v, JobState.RUNNING, kind)
             elif v.state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {v.job_id}; resume first")
             old = v
@@ -301,42 +389,19 @@ class SimulatedBackend(ClusterBackend):
             return [old, nv]
         raise ActionRejected(f"unknown action kind {kind!r}")
 
-    @staticmethod
-    def _require(v: JobView, state: JobState, a: Action) -> None:
-        if v.state is not state:
-            raise ActionRejected(f"cannot {a.kind} job {v.job_id} in state {v.state}")
-
     def _check_placement(
         self, v: JobView, p: Placement, *, allow_shared: bool, exact: bool
     ) -> None:
-        if exact and p.num_gpus != v.spec.num_gpus:
-            raise ActionRejected(
-                f"job {v.job_id} asks for {v.spec.num_gpus} GPU(s), placement has {p.num_gpus}"
-            )
-        by_name = self.cluster.by_name
-        for part in p.parts:
-            node = by_name.get(part.node)
-            if node is None:
-                raise ActionRejected(f"unknown node {part.node!r}")
-            if v.spec.gpu_type is not None and node.gpu_type != v.spec.gpu_type:
-                raise ActionRejected(
-                    f"job {v.job_id} needs {v.spec.gpu_type} GPUs, "
-                    f"node {node.name} has {node.gpu_type}"
-                )
-            for g in part.gpus:
-                if g >= node.num_gpus:
-                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
-                holders = self._slot_jobs.get((node.name, g), ())
-                if holders and not allow_shared:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
-                        "use Share to co-locate"
-                    )
-                if len(holders) >= self.max_jobs_per_gpu:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} already holds {len(holders)} job(s) "
-                        f"(max {self.max_jobs_per_gpu})"
-                    )
+        """The shared placement checks against this cluster's holders and sharing capacity."""
+        check_placement(
+            v,
+            p,
+            self.cluster,
+            self._slot_jobs,
+            share=allow_shared,
+            exact=exact,
+            max_jobs_per_gpu=self.max_jobs_per_gpu,
+        )
 
     # ------------------------------------------------------------------ state changes
     def _place(

@@ -16,9 +16,11 @@ command lines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from slurm_sched.backend import ActionRejected, require
+from slurm_sched.backend.idempotent_apply import Admitted, apply_idempotent
 from slurm_sched.model import Action, ActionResult, JobSpec, JobState, Placement, Start
 from slurm_sched.slurm.execute import Executor
 from slurm_sched.slurm.intents import UNSTART, Intents
@@ -26,7 +28,14 @@ from slurm_sched.slurm.journal import Journal, Undo
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob
 from slurm_sched.slurm.shared import PENDING_STATES, BackendState, Mismatch, log
 from slurm_sched.slurm.translate import JobContext, TranslateError, Translation, translate
-from slurm_sched.slurm.validate import ActionRejected, Validator, require
+from slurm_sched.slurm.validate import Validator
+
+#: an accepted action's translation and how to take its reservation back
+_Planned = tuple[Translation, Undo]
+
+
+def _log_rejection(action: Action, exc: Exception) -> None:
+    log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
 
 
 class Applier:
@@ -49,23 +58,10 @@ class Applier:
     def apply(self, actions: Sequence[Action]) -> list[ActionResult]:
         """Check, plan, reserve and run ``actions`` (see the module docstring)."""
         now = self.state.clock()
-        results: list[ActionResult | None] = []
         commands: dict[int, tuple[str, ...]] = {}
-        planned: list[tuple[int, Action, Translation, Undo]] = []
-        for action in actions:
-            rid = action.request_id
-            if rid is not None and rid in self.state.results:
-                results.append(self.state.results[rid])
-                continue
-            try:
-                tr = self._plan(action, now)
-            except (ActionRejected, TranslateError) as exc:
-                res = ActionResult(action=action, ok=False, error=str(exc))
-                log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
-                if rid is not None:
-                    self.state.results[rid] = res
-                results.append(res)
-                continue
+
+        def admit(index: int, action: Action) -> _Planned:
+            tr = self._plan(action, now)
             # reserve now, so that later actions of this call see the GPUs taken
             undo = Undo(
                 action.job_id,
@@ -74,17 +70,35 @@ class Applier:
             )
             self.journal.reserve(action, tr, now)
             self._write_settings(action, tr)
-            commands[len(results)] = tuple(c.text() for c in tr.commands())
-            planned.append((len(results), action, tr, undo))
-            results.append(None)
-        errors = self.executor.execute([(i, tr.stages) for i, _, tr, _ in planned])
+            commands[index] = tuple(c.text() for c in tr.commands())
+            return tr, undo
+
+        results = apply_idempotent(
+            actions,
+            self.state.results,
+            admit,
+            lambda planned: self._run(planned, now),
+            rejections=(ActionRejected, TranslateError),
+            on_rejected=_log_rejection,
+        )
+        self.state.last_commands = [commands.get(i, ()) for i in range(len(results))]
+        return results
+
+    def _run(
+        self, planned: list[Admitted[_Planned]], now: float
+    ) -> Iterator[tuple[int, ActionResult]]:
+        """Run the stages of every planned action together, then finalize or roll back each
+        (last first); yields each action's result."""
+        errors = self.executor.execute([(p.index, p.work[0].stages) for p in planned])
         failed_jobs: set[str] = set()
-        for i, action, _, _ in planned:  # a later action on a job whose earlier one failed
+        for p in planned:  # a later action on a job whose earlier one failed
+            i, action = p.index, p.action
             if errors.get(i) is None and action.job_id in failed_jobs:
                 errors[i] = f"an earlier action on job {action.job_id} in this call failed"
             elif errors.get(i) is not None:
                 failed_jobs.add(action.job_id)
-        for i, action, tr, undo in reversed(planned):
+        for p in reversed(planned):
+            i, action, (tr, undo) = p.index, p.action, p.work
             err = errors.get(i)
             if err is None and self.state.dry_run:
                 # shadow mode: validated and translated, nothing more
@@ -105,11 +119,7 @@ class Applier:
                 self.journal.rollback(undo, now)
                 res = ActionResult(action=action, ok=False, error=err)
                 log.warning("%s %s failed in Slurm: %s", action.kind, action.job_id, err)
-            if action.request_id is not None:
-                self.state.results[action.request_id] = res
-            results[i] = res
-        self.state.last_commands = [commands.get(i, ()) for i in range(len(results))]
-        return [r for r in results if r is not None]
+            yield i, res
 
     def _plan(self, action: Action, now: float) -> Translation:
         jid = action.job_id

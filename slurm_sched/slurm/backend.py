@@ -71,7 +71,7 @@ from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import EAGER_SINFO_S, SlurmQuery
 from slurm_sched.slurm.runner import CommandRunner, DryRunRunner
 from slurm_sched.slurm.shared import FOREIGN, BackendState, BackendStats, Mismatch, Slot
-from slurm_sched.slurm.validate import REQUEUE_GRACE_S, SHARD_END_RISK_S, ActionRejected, Validator
+from slurm_sched.slurm.validate import REQUEUE_GRACE_S, SHARD_END_RISK_S, Validator
 from slurm_sched.slurm.version import SlurmVersion
 from slurm_sched.slurm.view import ViewBuilder
 
@@ -84,7 +84,6 @@ __all__ = [
     "REQUEUE_GRACE_S",
     "SHARD_END_RISK_S",
     "UNSTART",
-    "ActionRejected",
     "BackendStats",
     "Intent",
     "Mismatch",

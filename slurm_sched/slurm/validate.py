@@ -1,21 +1,24 @@
 """Checking an action against the Slurm backend's current view, before any command runs.
 
-Contract: the checks raise :class:`ActionRejected` (which ``apply`` turns into
-``ActionResult(ok=False)``) for an action the view says cannot work: a job in the wrong state, a
-placement with the wrong GPU count or type, an unknown or unavailable node, GPUs held by other
-jobs, a share Slurm would put elsewhere or cannot co-locate; and, from what Slurm itself would
-do, a start onto GPUs Slurm wrongly counts as free (the 22.05.8 shard accounting loss), a start
-or share that a sharer about to end could misdirect, a launch within the requeue grace on a node
-of the job's killed run. :meth:`Validator.check_gpus` returns where the job will really be (a
-Share may land on another GPU it can share). Checks read the shared state only: they change
-nothing (but forget a requeue whose grace has passed) and run no command.
+Contract: the checks raise :class:`~slurm_sched.backend.ActionRejected` (which ``apply`` turns
+into ``ActionResult(ok=False)``) for an action the view says cannot work: a placement with the
+wrong GPU count or type, an unknown or unavailable node, GPUs held by other jobs (the shared
+checks of :mod:`slurm_sched.backend.placement_check`), a share Slurm would put elsewhere or cannot
+co-locate; and, from what Slurm itself would do, a start onto GPUs Slurm wrongly counts as free
+(the 22.05.8 shard accounting loss), a start or share that a sharer about to end could
+misdirect, a launch within the requeue grace on a node of the job's killed run.
+:meth:`Validator.check_gpus` returns where the job will really be (a Share may land on another
+GPU it can share). Checks read the shared state only: they change nothing (but forget a requeue
+whose grace has passed) and run no command.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from slurm_sched.model import JobState, JobView, Placement
+from slurm_sched.backend import ActionRejected
+from slurm_sched.backend.placement_check import check_count, check_part
+from slurm_sched.model import JobView, Placement
 from slurm_sched.slurm.query import SlurmQuery
 from slurm_sched.slurm.shared import FOREIGN, PENDING_STATES, BackendState, Slot
 
@@ -29,10 +32,6 @@ REQUEUE_GRACE_S = 1.5
 #: is not relied on to stay busy in Slurm's view while a new start is pending: Slurm 22.05.8
 #: drops the whole GPU's shard usage when one of them ends (see Validator._check_slurm_view)
 SHARD_END_RISK_S = 30.0
-
-
-class ActionRejected(Exception):
-    """Internal: an action is invalid for the current view; becomes ``ActionResult(ok=False)``."""
 
 
 class Validator:
@@ -54,40 +53,29 @@ class Validator:
 
     def check_gpus(self, view: JobView, p: Placement, *, share: bool, exact: bool) -> Placement:
         """Check a placement against the current view; returns where the job will be (for a
-        Share: the GPU Slurm will pick, when that is another GPU the job can share)."""
+        Share: the GPU Slurm will pick, when that is another GPU the job can share).
+
+        Per node, the shared checks (:mod:`slurm_sched.backend.placement_check`; the job's own GPUs
+        count as free, the sharing capacity is checked where Slurm decides the GPU), then
+        Slurm's own view and, for a Share, where Slurm will put it."""
         jid = view.job_id
-        spec = view.spec
-        if exact and p.num_gpus != spec.num_gpus:
-            raise ActionRejected(
-                f"job {jid} asks for {spec.num_gpus} GPU(s), placement has {p.num_gpus}"
-            )
+        if exact:
+            check_count(view, p)
         cluster = self.query.cluster
-        avail = {n.name: n.available for n in self.state.nodes}
+        available = {n.name for n in self.state.nodes if n.available}
         own = set(view.placement.slots()) if view.placement is not None else set()
         out: dict[str, list[int]] = {}
         for part in p.parts:
-            node = cluster.by_name.get(part.node)
-            if node is None:
-                raise ActionRejected(f"unknown node {part.node!r}")
-            if not avail.get(node.name, False):
-                raise ActionRejected(f"node {node.name} is not available for new jobs")
-            if spec.gpu_type is not None and node.gpu_type != spec.gpu_type:
-                raise ActionRejected(
-                    f"job {jid} needs {spec.gpu_type} GPUs, node {node.name} has {node.gpu_type}"
-                )
+            node = check_part(
+                view,
+                part,
+                cluster,
+                self.state.holders,
+                share=share,
+                own=own,
+                available_nodes=available,
+            )
             out[node.name] = list(part.gpus)
-            for g in part.gpus:
-                if g >= node.num_gpus:
-                    raise ActionRejected(f"node {node.name} has no GPU index {g}")
-                slot = (node.name, g)
-                if slot in own:
-                    continue
-                holders = self.state.holders.get(slot, [])
-                if holders and not share:
-                    raise ActionRejected(
-                        f"GPU {node.name}:{g} is held by {','.join(holders)}; "
-                        "use Share to co-locate"
-                    )
             if not share or not self.state.holders.get((node.name, part.gpus[0])):
                 self._check_slurm_view(jid, node.name, part.gpus, own)
             if share:
@@ -263,12 +251,6 @@ class Validator:
                 f"GPU {node}:{g} is held with exclusive gpu GRES (or by a job of another "
                 "partition); Slurm 22.05 can only co-locate shard jobs"
             )
-
-
-def require(view: JobView, state: JobState, kind: str) -> None:
-    """Reject the action unless the job is in ``state``."""
-    if view.state is not state:
-        raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
 
 
 def requeue_grace_left(state: BackendState, jid: str, placement: Placement | None) -> float:

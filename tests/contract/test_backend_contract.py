@@ -1,6 +1,6 @@
 """The ClusterBackend contract, run against both backends (``sim`` and ``slurm``).
 
-What every backend must do (``slurm_sched/backend.py``): snapshots reflect applied actions;
+What every backend must do (``slurm_sched/backend/``): snapshots reflect applied actions;
 expected failures come back as data; ``apply`` is idempotent per request id; each finished job
 is reported once by ``completed()``; ``finished()`` turns True when the work is done.
 

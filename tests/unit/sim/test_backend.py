@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_sched.errors import InputError
 from slurm_sched.model import (
+    ClusterSnapshot,
     JobSettings,
     JobState,
+    JobView,
     Migrate,
     Preempt,
     Reconfigure,
@@ -152,3 +155,68 @@ def test_arrivals_appear_at_their_submit_time_only():
     assert b.snapshot().jobs == ()
     b.advance_to(50)
     assert [j.job_id for j in b.snapshot().pending] == ["late"]
+
+
+def _captured(*views: JobView, now: float, free: dict[str, tuple[int, ...]]) -> ClusterSnapshot:
+    return ClusterSnapshot(now_s=now, cluster=CLUSTER, jobs=views, known_free_gpus=free)
+
+
+def test_from_state_continues_a_captured_state():
+    running = JobView(
+        spec=job("r", 0, 2, 100),
+        state=JobState.RUNNING,
+        placement=place(**{"node-1": [0, 1]}),
+        first_start_s=10,
+        accounted_at_s=20,
+        executed_s=10,
+        work_done_s=10,
+        rate=1.0,
+    )
+    suspended = JobView(
+        spec=job("s", 0, 1, 50),
+        state=JobState.SUSPENDED,
+        placement=place(**{"node-2": [0]}),
+        first_start_s=5,
+        executed_s=5,
+        work_done_s=5,
+    )
+    pending = JobView(spec=job("p", 70, 1, 10), work_done_s=3)  # submitted after the capture
+    # node-2 GPU 1: neither free nor held by a job of the snapshot
+    b = SimulatedBackend.from_state(
+        _captured(running, suspended, pending, now=30, free={"node-1": (), "node-2": ()}),
+        restart_overhead_s=0,
+        max_jobs_per_gpu=1,
+    )
+    assert b.now_s == 30
+    assert b.blocked_gpus == (("node-2", 1),)
+    snap = b.snapshot()
+    assert snap.free_gpus == {"node-1": (), "node-2": ()}
+    r = snap.job("r")
+    assert r.state is JobState.RUNNING and r.work_done_s == 20 and r.executed_s == 20
+    assert snap.job("s").state is JobState.SUSPENDED
+    p = snap.job("p")
+    assert p.state is JobState.PENDING and p.work_done_s == 3 and p.spec.submit_time_s == 30
+    # r finishes its remaining 80 s; the blocked GPU never becomes free
+    assert finish_times(b) == {"r": 110}
+    assert b.snapshot().free_gpus == {"node-1": (0, 1), "node-2": ()}
+
+
+def test_from_state_refuses_placements_the_cluster_cannot_hold():
+    def held(job_id: str, gpu: int) -> JobView:
+        return JobView(
+            spec=job(job_id, 0, 1, 10),
+            state=JobState.RUNNING,
+            placement=place(**{"node-1": [gpu]}),
+        )
+
+    with pytest.raises(InputError, match="no such GPU in the cluster") as e:
+        SimulatedBackend.from_state(_captured(held("x", 5), now=0, free={}))
+    assert e.value.value == "node-1:5"
+    two = _captured(held("x", 0), held("y", 0), now=0, free={})
+    with pytest.raises(InputError, match="more jobs than the replay's capacity of 1") as e:
+        SimulatedBackend.from_state(two, max_jobs_per_gpu=1)
+    assert e.value.value == "y"
+    assert SimulatedBackend.from_state(two, max_jobs_per_gpu=2).jobs_on_gpu("node-1", 0) == (
+        "x",
+        "y",
+    )

@@ -13,6 +13,11 @@ Contract (checked by ``tests/contract/``, run against both implementations):
 - ``finished()`` says whether there is nothing left to do (the simulator: every trace job has
   completed; Slurm: never, unless a test bounded the run).
 - ``completed()`` returns the records of jobs that finished, for metrics.
+
+Inside ``apply`` a backend refuses an action by raising :class:`ActionRejected` (``require``, the
+shared placement checks of :mod:`~slurm_sched.backend.placement_check`); the shared ``apply``
+template (:func:`~slurm_sched.backend.idempotent_apply.apply_idempotent`) turns it into
+``ActionResult(ok=False, error=str(exc))``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,25 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 
-from slurm_sched.model import Action, ActionResult, ClusterSnapshot, CompletedJob
+from slurm_sched.model import (
+    Action,
+    ActionResult,
+    ClusterSnapshot,
+    CompletedJob,
+    JobState,
+    JobView,
+)
+
+
+class ActionRejected(Exception):
+    """An action the backend cannot apply now; ``apply`` returns it as
+    ``ActionResult(ok=False, error=str(exc))``, never raises it."""
+
+
+def require(view: JobView, state: JobState, kind: str) -> None:
+    """Reject a ``kind`` action unless the job is in ``state``."""
+    if view.state is not state:
+        raise ActionRejected(f"cannot {kind} job {view.job_id} in state {view.state}")
 
 
 class ClusterBackend(abc.ABC):
