@@ -67,6 +67,7 @@ from slurm_sched.policy.base import Policy
 from slurm_sched.policy.mckp import solve_greedy
 from slurm_sched.policy.placement import CountIndex
 from slurm_sched.policy.rubick import RESTART_COST_S, SlotHolds, _fits_cluster, fill_in_order
+from slurm_sched.solver_output import silenced_stdout
 
 log = logging.getLogger(__name__)
 
@@ -327,10 +328,11 @@ class Sia(_Base):
         a = csr_array((vals, (rows, np.concatenate([np.arange(n), np.arange(n)]))),
                       shape=(len(row_of) + 1, n))
         ub = np.array([float(snapshot.cluster.total_gpus)] + [1.0] * len(row_of))
-        res = milp(np.array(cost), integrality=np.ones(n),
-                   bounds=Bounds(np.zeros(n), np.ones(n)),
-                   constraints=LinearConstraint(a, -np.inf, ub),
-                   options={"time_limit": self.mip_time_limit_s})
+        with silenced_stdout():  # HiGHS prints stray debug lines to fd 1
+            res = milp(np.array(cost), integrality=np.ones(n),
+                       bounds=Bounds(np.zeros(n), np.ones(n)),
+                       constraints=LinearConstraint(a, -np.inf, ub),
+                       options={"time_limit": self.mip_time_limit_s})
         if res.x is not None:
             x = res.x
         else:
