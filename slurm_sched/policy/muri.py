@@ -89,6 +89,7 @@ from slurm_sched.perf.muri_stages import (
 )
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import FreeIndex, free_map
+from slurm_sched.policy.solver_output import silenced_stdout
 
 Grouping = Literal["blossom", "consecutive"]
 PlacementOrder = Literal["gpus-desc", "priority"]
@@ -297,9 +298,10 @@ def _solve_type_matching(
         rows[a, k] += 1.0
         rows[b, k] += 1.0
         upper[k] = count[a] // 2 if a == b else min(count[a], count[b])
-    res = milp(obj, constraints=LinearConstraint(rows, -np.inf, np.array(count, dtype=float)),
-               integrality=np.ones(len(pairs)), bounds=Bounds(0, upper),
-               options={"mip_rel_gap": 0.0, "presolve": True})
+    with silenced_stdout():  # HiGHS prints stray debug lines to fd 1
+        res = milp(obj, constraints=LinearConstraint(rows, -np.inf, np.array(count, dtype=float)),
+                   integrality=np.ones(len(pairs)), bounds=Bounds(0, upper),
+                   options={"mip_rel_gap": 0.0, "presolve": True})
     if res.status != 0 or res.x is None:
         return None
     return sorted(

@@ -64,6 +64,7 @@ from slurm_sched.policy.rubick.allocations import SlotHolds
 from slurm_sched.policy.rubick.curves import fits_cluster
 from slurm_sched.policy.rubick.embedding import fill_in_order
 from slurm_sched.policy.rubick.policy import RESTART_COST_S
+from slurm_sched.policy.solver_output import silenced_stdout
 
 log = logging.getLogger(__name__)
 
@@ -324,10 +325,11 @@ class Sia(_Base):
         a = csr_array((vals, (rows, np.concatenate([np.arange(n), np.arange(n)]))),
                       shape=(len(row_of) + 1, n))
         ub = np.array([float(snapshot.cluster.total_gpus)] + [1.0] * len(row_of))
-        res = milp(np.array(cost), integrality=np.ones(n),
-                   bounds=Bounds(np.zeros(n), np.ones(n)),
-                   constraints=LinearConstraint(a, -np.inf, ub),
-                   options={"time_limit": self.mip_time_limit_s})
+        with silenced_stdout():  # HiGHS prints stray debug lines to fd 1
+            res = milp(np.array(cost), integrality=np.ones(n),
+                       bounds=Bounds(np.zeros(n), np.ones(n)),
+                       constraints=LinearConstraint(a, -np.inf, ub),
+                       options={"time_limit": self.mip_time_limit_s})
         if res.x is not None:
             x = res.x
         else:
