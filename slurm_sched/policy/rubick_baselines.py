@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -47,6 +48,7 @@ from slurm_sched.model import (
     JobSettings,
     JobState,
     JobView,
+    Node,
     Placement,
     Preempt,
     Reconfigure,
@@ -197,7 +199,7 @@ class Sia(_Base):
         self._next_round = 0.0
         self._restarts: dict[str, int] = {}
         #: options by (job info, node sizes): a pure function of them, asked for every job
-        self._options: dict[tuple, list[tuple[Option, float]]] = {}
+        self._options: dict[tuple[Any, ...], list[tuple[Option, float]]] = {}
 
     def sia_plan(self, info: JobInfo) -> tuple[Plan, bool]:
         """The plan Sia runs a job with and whether it may scale (DP size only)."""
@@ -438,9 +440,10 @@ class Synergy(_Base):
         if info is None:
             return [None]
         if info.orig_plan.is_3d:
-            out = [info.ref_shape] + [s for s in self.measured(info, info.orig_plan, g)
-                                      if s != info.ref_shape]
-            return [s for s in out if self.fits(s, sizes)] or [None]
+            cands = [info.ref_shape] + [s for s in self.measured(info, info.orig_plan, g)
+                                        if s != info.ref_shape]
+            fitting: list[Shape | None] = [s for s in cands if self.fits(s, sizes)]
+            return fitting or [None]
         out: list[Shape | None] = []
         k = g
         while k >= 1:
@@ -474,7 +477,7 @@ class Synergy(_Base):
         # the best-fit scans, and a demand that found no room stays without room.
         n_free = sum(len(v) for v in free.values())
         arrays = _NodeArrays(cluster, free, cpu_free, mem_free)
-        no_room: set[tuple] = set()
+        no_room: set[tuple[Any, ...]] = set()
         for j in queue:
             g = j.spec.num_gpus
             if g > n_free:
@@ -498,7 +501,7 @@ class Synergy(_Base):
             got = placed.get(j.job_id)
             if got is None:
                 continue
-            p, cpus = got
+            pl, cpus = got
             self._lease_start[j.job_id] = now_s
             if cpus < 0:
                 continue  # kept its place: lease renewed without a restart
@@ -506,12 +509,12 @@ class Synergy(_Base):
             settings = _settings(info, info.orig_plan if info else None, j.spec.num_gpus,
                                  cpus if info else None)
             if j.state is JobState.PENDING:
-                act: Action = Start(job_id=j.job_id, placement=p, settings=settings,
+                act: Action = Start(job_id=j.job_id, placement=pl, settings=settings,
                                     reason="synergy: FIFO")
             else:
-                act = Reconfigure(job_id=j.job_id, placement=p, settings=settings,
+                act = Reconfigure(job_id=j.job_id, placement=pl, settings=settings,
                                   reason="synergy: lease renewed elsewhere")
-            places.append((j.job_id, p, act))
+            places.append((j.job_id, pl, act))
         for jid in preempts:
             self._lease_start.pop(jid, None)
         if len(self._lease_start) > 4 * len(jobs) + 64:
@@ -519,7 +522,8 @@ class Synergy(_Base):
             self._lease_start = {k: v for k, v in self._lease_start.items() if k in alive}
         return _order_actions(snapshot, preempts, places)
 
-    def _hold(self, j: JobView, free, cpu_free, mem_free) -> None:
+    def _hold(self, j: JobView, free: dict[str, list[int]], cpu_free: dict[str, int],
+              mem_free: dict[str, float]) -> None:
         assert j.placement is not None
         info = self.info(j)
         total = j.placement.num_gpus
@@ -532,8 +536,9 @@ class Synergy(_Base):
             cpu_free[part.node] -= c
             mem_free[part.node] -= self.demand(info, j, len(part.gpus), total)[1]
 
-    def _fit(self, j: JobView, sizes, order, free, cpu_free, mem_free, by_name,
-             arrays: _NodeArrays, no_room: set[tuple]) -> tuple[Placement, int] | None:
+    def _fit(self, j: JobView, sizes: list[int], order: list[str], free: dict[str, list[int]],
+             cpu_free: dict[str, int], mem_free: dict[str, float], by_name: dict[str, Node],
+             arrays: _NodeArrays, no_room: set[tuple[Any, ...]]) -> tuple[Placement, int] | None:
         """Best fit of the full demand vector; else the GPU-proportional fair share.
 
         ``arrays`` mirrors ``free``/``cpu_free``/``mem_free`` (kept in step here);
@@ -797,8 +802,8 @@ class AntManRubick(_Base):
         if info is None:
             shapes = [None]
         elif info.orig_plan.is_3d:
-            shapes = [info.ref_shape] + [s for s in self.measured(info, info.orig_plan, g)
-                                         if s != info.ref_shape]
+            shapes = [info.ref_shape, *[s for s in self.measured(info, info.orig_plan, g)
+                                        if s != info.ref_shape]]
         else:
             shapes = [(g,)] if g <= max(sizes, default=0) else [info.ref_shape]
         for s in shapes:

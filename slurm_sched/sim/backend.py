@@ -36,7 +36,14 @@ from slurm_sched.model import (
     JobSpec,
     JobState,
     JobView,
+    Migrate,
     Placement,
+    Preempt,
+    Reconfigure,
+    Resume,
+    Share,
+    Start,
+    Suspend,
 )
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.sim.events import Event, EventKind, EventQueue
@@ -339,18 +346,18 @@ class SimulatedBackend(ClusterBackend):
         if v is None:
             raise ActionRejected(f"job {a.job_id} is not active (unknown, not arrived or finished)")
         kind = a.kind
-        if kind in ("start", "share"):
+        if isinstance(a, (Start, Share)):
             require(v, JobState.PENDING, kind)
-            self._check_placement(v, a.placement, allow_shared=(kind == "share"), exact=True)
+            self._check_placement(v, a.placement, allow_shared=isinstance(a, Share), exact=True)
             restarted = v.first_start_s is not None
             return [self._place(v, a.placement, a.settings, restarted=restarted)]
-        if kind == "suspend":
+        if isinstance(a, Suspend):
             require(v, JobState.RUNNING, kind)
             return [self._set_state(v, JobState.SUSPENDED)]
-        if kind == "resume":
+        if isinstance(a, Resume):
             require(v, JobState.SUSPENDED, kind)
             return [self._set_state(v, JobState.RUNNING)]
-        if kind == "preempt":
+        if isinstance(a, Preempt):
             if v.state not in (JobState.RUNNING, JobState.SUSPENDED):
                 raise ActionRejected(f"cannot preempt job {v.job_id} in state {v.state}")
             v = self._account(v)
@@ -365,8 +372,8 @@ class SimulatedBackend(ClusterBackend):
             )
             self._store(nv)
             return [v]
-        if kind in ("migrate", "reconfigure"):
-            if kind == "migrate":
+        if isinstance(a, (Migrate, Reconfigure)):
+            if isinstance(a, Migrate):
                 require(v, JobState.RUNNING, kind)
             elif v.state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {v.job_id}; resume first")
@@ -377,13 +384,14 @@ class SimulatedBackend(ClusterBackend):
                 v = v.model_copy(update={"state": JobState.PENDING, "placement": None})
                 self._store(v)
             try:
-                self._check_placement(v, a.placement, allow_shared=False, exact=(kind == "migrate"))
+                self._check_placement(v, a.placement, allow_shared=False,
+                                      exact=isinstance(a, Migrate))
             except ActionRejected:
                 if old.state is not JobState.PENDING:  # put it back as it was
                     self._store(old)
                     self._take_slots(old)
                 raise
-            settings = a.settings if kind == "reconfigure" else v.settings
+            settings = a.settings if isinstance(a, Reconfigure) else v.settings
             restarted = v.first_start_s is not None
             nv = self._place(v, a.placement, settings, restarted=restarted)
             return [old, nv]
