@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - README command 2: set up and run the whole test suite: lint, unit, property, golden,
-# contract and integration tests. The integration tests start a real Slurm mini cluster on this
+# test.sh - README command 2: set up and run the whole test suite: lint (ruff), types (mypy
+# --strict, settings in pyproject.toml), unit, property, golden, contract and integration tests. The integration tests start a real Slurm mini cluster on this
 # machine themselves (needs root) and stop it after.
 #
 # Two Slurm releases, each from scripts/slurm-build.sh (apt's package where it is that release,
@@ -22,6 +22,7 @@ CONFORMANCE=(
 )
 bash scripts/setup.sh
 .venv/bin/python -m ruff check slurm_sched tests benchmarks
+.venv/bin/python -m mypy --cache-dir /tmp/slurm-sched-mypy-cache
 
 slurm_prefix() { # release -> the prefix slurm-build.sh prints; one line and exit 1 if it fails
   local out
