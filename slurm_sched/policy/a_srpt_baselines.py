@@ -19,7 +19,7 @@ Heavy-Edge on the servers with the most free GPUs (reading B10: consolidating; n
 from __future__ import annotations
 
 import bisect
-from typing import Literal
+from typing import ClassVar, Literal
 
 from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView
 from slurm_sched.perf.asrpt_model import Network
@@ -56,26 +56,27 @@ class ASrptPerfect(ASrpt):
 
 
 class QueueBaseline(PredictiveBase):
-    """Non-preemptive queue ordered by a predicted key; strict or work-conserving."""
+    """Non-preemptive queue ordered by a predicted key; strict or work-conserving.
+
+    A baseline is a subclass that sets :attr:`key` and :attr:`work_conserving`."""
+
+    #: what the queue is ordered by (lowest first; ties by release time, then job id)
+    key: ClassVar[OrderKey]
+    #: True: start every job that fits, in order; False: stop at the first that does not
+    work_conserving: ClassVar[bool]
 
     def __init__(
         self,
-        key: OrderKey,
-        *,
-        work_conserving: bool,
         predictor: IterationPredictor | None = None,
+        *,
         net: Network | None = None,
         keep_predictions: bool = False,
         placement: ServerOrder = "most",
     ) -> None:
         if placement not in ("most", "least", "best-fit"):
             raise ValueError(f"placement must be most, least or best-fit, got {placement!r}")
-        if key not in ("duration", "workload", "subtime"):
-            raise ValueError(f"key must be duration, workload or subtime, got {key!r}")
         super().__init__(predictor, net=net, keep_predictions=keep_predictions)
-        self.key = key
         self.placement = placement
-        self.work_conserving = work_conserving
         self._order: list[tuple[float, float, str]] = []
 
     def _sort_key(self, info: JobInfo) -> tuple[float, float, str]:
@@ -129,60 +130,40 @@ class Spjf(QueueBaseline):
     name = "a-srpt-spjf"
     summary = ("SPJF: shortest predicted job first (random forest), strict order; Heavy-Edge on "
                "most-free servers; non-preemptive")
-
-    def __init__(self, predictor: IterationPredictor | None = None, *,
-                 net: Network | None = None, keep_predictions: bool = False,
-                 placement: ServerOrder = "most") -> None:
-        super().__init__("duration", work_conserving=False, predictor=predictor, net=net,
-                         keep_predictions=keep_predictions, placement=placement)
+    key = "duration"
+    work_conserving = False
 
 
 class Spwf(QueueBaseline):
     name = "a-srpt-spwf"
     summary = ("SPWF: shortest predicted workload (duration x GPUs) first, strict order; "
                "Heavy-Edge on most-free servers; non-preemptive")
-
-    def __init__(self, predictor: IterationPredictor | None = None, *,
-                 net: Network | None = None, keep_predictions: bool = False,
-                 placement: ServerOrder = "most") -> None:
-        super().__init__("workload", work_conserving=False, predictor=predictor, net=net,
-                         keep_predictions=keep_predictions, placement=placement)
+    key = "workload"
+    work_conserving = False
 
 
 class WcsDuration(QueueBaseline):
     name = "a-srpt-wcs-duration"
     summary = ("WCS-Duration: work-conserving, shortest predicted duration first; Heavy-Edge on "
                "most-free servers; non-preemptive")
-
-    def __init__(self, predictor: IterationPredictor | None = None, *,
-                 net: Network | None = None, keep_predictions: bool = False,
-                 placement: ServerOrder = "most") -> None:
-        super().__init__("duration", work_conserving=True, predictor=predictor, net=net,
-                         keep_predictions=keep_predictions, placement=placement)
+    key = "duration"
+    work_conserving = True
 
 
 class WcsWorkload(QueueBaseline):
     name = "a-srpt-wcs-workload"
     summary = ("WCS-Workload: work-conserving, smallest predicted workload first; Heavy-Edge on "
                "most-free servers; non-preemptive")
-
-    def __init__(self, predictor: IterationPredictor | None = None, *,
-                 net: Network | None = None, keep_predictions: bool = False,
-                 placement: ServerOrder = "most") -> None:
-        super().__init__("workload", work_conserving=True, predictor=predictor, net=net,
-                         keep_predictions=keep_predictions, placement=placement)
+    key = "workload"
+    work_conserving = True
 
 
 class WcsSubTime(QueueBaseline):
     name = "a-srpt-wcs-subtime"
     summary = ("WCS-SubTime: work-conserving FIFO with backfill; Heavy-Edge on most-free "
                "servers; non-preemptive")
-
-    def __init__(self, predictor: IterationPredictor | None = None, *,
-                 net: Network | None = None, keep_predictions: bool = False,
-                 placement: ServerOrder = "most") -> None:
-        super().__init__("subtime", work_conserving=True, predictor=predictor, net=net,
-                         keep_predictions=keep_predictions, placement=placement)
+    key = "subtime"
+    work_conserving = True
 
 
 POLICIES = [

@@ -31,6 +31,17 @@ def _take(free: FreeMap, alloc: dict[str, list[int]]) -> Placement:
     return Placement.of(alloc)
 
 
+def _free_counts_if_fits(free: FreeMap, num_gpus: int) -> list[int] | None:
+    """The free-GPU count of every node of ``free`` (in its order), or None when a job of
+    ``num_gpus`` GPUs cannot be placed at all (no GPUs asked, or too few free in total)."""
+    if num_gpus <= 0:
+        return None
+    counts = list(map(len, free.values()))
+    if sum(counts) < num_gpus:
+        return None
+    return counts
+
+
 def pack_consolidated(free: FreeMap, num_gpus: int) -> Placement | None:
     """Consolidated packing: the fewest nodes, least fragmentation.
 
@@ -38,12 +49,10 @@ def pack_consolidated(free: FreeMap, num_gpus: int) -> Placement | None:
     fit, ties by cluster order). Otherwise fill whole nodes, most free GPUs first (ties by
     cluster order), until the job is covered. Returns None if the job does not fit at all.
     """
-    if num_gpus <= 0:
-        return None
     # Per-node counts in one C-level pass: policies call this once per job on clusters of
     # thousands of nodes, so the scans below use list.index / `in` rather than Python loops.
-    counts = list(map(len, free.values()))
-    if sum(counts) < num_gpus:
+    counts = _free_counts_if_fits(free, num_gpus)
+    if counts is None:
         return None
     names = list(free)
     top = max(counts)
@@ -88,10 +97,8 @@ def pack_most_free(free: FreeMap, num_gpus: int) -> Placement | None:
 
     Ties go to cluster order. Returns None if the job does not fit.
     """
-    if num_gpus <= 0:
-        return None
-    counts = list(map(len, free.values()))
-    if sum(counts) < num_gpus:
+    counts = _free_counts_if_fits(free, num_gpus)
+    if counts is None:
         return None
     names = list(free)
     # Only the num_gpus most-free nodes can be picked: a node ranked below them would need all

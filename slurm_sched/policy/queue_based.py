@@ -1,4 +1,4 @@
-"""Building blocks shared by the queue-ordering baselines (FIFO, SJF, SRTF, Tiresias).
+"""Building blocks shared by the queue-ordering baselines (FIFO, SJF, SRTF, SRSF, Tiresias).
 
 Two shapes:
 - :func:`start_in_order` — non-preemptive: walk pending jobs in priority order and start those
@@ -6,12 +6,14 @@ Two shapes:
 - :func:`preemptive_in_order` — walk *all* active jobs in priority order, mark a job to run if its
   GPU count still fits the cluster's remaining GPUs (counting, not blocking); preempt running
   jobs that were not marked, keep marked running jobs where they are, and place the newly marked
-  ones in the GPUs that are then free.
+  ones in the GPUs that are then free. :func:`preemptive_by_key` ranks the jobs by a sort key
+  first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView, Placement, Preempt, Start
 from slurm_sched.policy.placement import (
@@ -163,3 +165,19 @@ def preemptive_in_order(
             continue
         actions.append(Start(job_id=job.spec.job_id, placement=placement, reason=reason))
     return actions
+
+
+def preemptive_by_key(
+    snapshot: ClusterSnapshot,
+    key: Callable[[JobView], Any],
+    *,
+    packer: Packer,
+    reason: str,
+) -> list[Action]:
+    """:func:`preemptive_in_order` over the active jobs sorted by ``key`` (lowest first).
+
+    When every pending job fits now (:func:`all_pending_fit`) only the pending jobs are ranked:
+    nobody gets preempted then, so the running jobs' ranks do not matter.
+    """
+    jobs = snapshot.pending if all_pending_fit(snapshot) else snapshot.jobs
+    return preemptive_in_order(snapshot, sorted(jobs, key=key), packer=packer, reason=reason)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from slurm_sched.model import Action, ClusterSnapshot, JobView
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import pack_consolidated
-from slurm_sched.policy.queue_based import all_pending_fit, preemptive_in_order
+from slurm_sched.policy.queue_based import preemptive_by_key
 
 
 def srsf_key(job: JobView, now_s: float) -> tuple[float, float, str]:
@@ -31,11 +31,11 @@ class Srsf(Policy):
     clairvoyant = True
 
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
-        # Fast path: everyone waiting fits now, so rank only them (nobody gets preempted).
-        jobs = snapshot.pending if all_pending_fit(snapshot) else snapshot.jobs
-        order = sorted(jobs, key=lambda j: srsf_key(j, now_s))
-        return preemptive_in_order(
-            snapshot, order, packer=pack_consolidated, reason="srsf: less remaining GPU-time"
+        return preemptive_by_key(
+            snapshot,
+            lambda j: srsf_key(j, now_s),
+            packer=pack_consolidated,
+            reason="srsf: less remaining GPU-time",
         )
 
 

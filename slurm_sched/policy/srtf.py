@@ -10,7 +10,7 @@ from __future__ import annotations
 from slurm_sched.model import Action, ClusterSnapshot
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.placement import pack_consolidated
-from slurm_sched.policy.queue_based import all_pending_fit, preemptive_in_order
+from slurm_sched.policy.queue_based import preemptive_by_key
 
 
 class Srtf(Policy):
@@ -20,13 +20,11 @@ class Srtf(Policy):
     clairvoyant = True
 
     def decide(self, snapshot: ClusterSnapshot, now_s: float) -> list[Action]:
-        # Fast path: everyone waiting fits now, so rank only them (nobody gets preempted).
-        jobs = snapshot.pending if all_pending_fit(snapshot) else snapshot.jobs
-        order = sorted(
-            jobs, key=lambda j: (j.remaining_s(now_s), j.spec.submit_time_s, j.spec.job_id)
-        )
-        return preemptive_in_order(
-            snapshot, order, packer=pack_consolidated, reason="srtf: shorter remaining time"
+        return preemptive_by_key(
+            snapshot,
+            lambda j: (j.remaining_s(now_s), j.spec.submit_time_s, j.spec.job_id),
+            packer=pack_consolidated,
+            reason="srtf: shorter remaining time",
         )
 
 

@@ -12,11 +12,12 @@ User docs: ``docs/service-tools.md``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from slurm_sched.cli_options import with_options
 from slurm_sched.errors import InputError
 from slurm_sched.model import ACTION_ADAPTER, Action, ClusterSnapshot, JobState, JobView
 from slurm_sched.perf import registry as perf_registry
@@ -51,15 +52,6 @@ _live_options = [
     click.option("--slurm-conf", type=click.Path(dir_okay=False), default=None,
                  help="slurm.conf of the cluster (default: SLURM_CONF or Slurm's own)."),
 ]
-
-
-def _with(options: Sequence[Callable[[Any], Any]]) -> Callable[[Any], Any]:
-    def deco(f: Any) -> Any:
-        for o in reversed(options):
-            f = o(f)
-        return f
-
-    return deco
 
 
 def capture(
@@ -117,7 +109,7 @@ def capture(
 @click.option("--now", "now_s", type=float, default=None,
               help="With --from-json: the recording's time, epoch seconds (default: the "
                    "newest time in the jobs).")
-@_with(_live_options)
+@with_options(_live_options)
 def snapshot_cmd(out: str, jobs_json: str | None, nodes_json: str | None, now_s: float | None,
                  mini_cluster: bool, config_path: str | None, partitions: tuple[str, ...],
                  settings_dir: str | None, slurm_conf: str | None) -> None:
@@ -398,7 +390,7 @@ def explain_job(snapshot: ClusterSnapshot, policy: Policy, job_id: str) -> list[
               help="Policy to ask (default: the daemon config's policy).")
 @click.option("--snapshot", "snapshot_file", type=click.Path(dir_okay=False), default=None,
               help="A snapshot file (default: a live, read-only snapshot).")
-@_with(_live_options)
+@with_options(_live_options)
 def explain_cmd(job_id: str, policy_name: str | None, snapshot_file: str | None,
                 mini_cluster: bool, config_path: str | None, partitions: tuple[str, ...],
                 settings_dir: str | None, slurm_conf: str | None) -> None:

@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from slurm_sched import traces
+from slurm_sched.cli_options import F, with_options
 from slurm_sched.errors import InputError
 from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
 from slurm_sched.perf import registry as perf_registry
@@ -22,8 +22,6 @@ from slurm_sched.policy import registry
 from slurm_sched.sim.report import format_table, plot_jct_cdf, to_json
 from slurm_sched.sim.runner import SimulationResult
 from slurm_sched.sim.runner import simulate as simulate_run
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _cluster(_ctx: click.Context, _param: click.Parameter, value: str) -> Cluster:
@@ -132,15 +130,6 @@ def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, 
     return per_policy
 
 
-def _with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
-    def deco(f: F) -> F:
-        for o in reversed(options):
-            f = o(f)
-        return f
-
-    return deco
-
-
 def _world(names: list[str], progress_model: str | None) -> str:
     """One progress model for every policy of a comparison (a fair comparison needs one world)."""
     if progress_model is not None:
@@ -179,7 +168,7 @@ def _emit(results: dict[str, SimulationResult], out_format: str) -> None:
 
 @click.command()
 @click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
-@_with_options(common_sim_options)
+@with_options(common_sim_options)
 def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster,
              restart_overhead_s: float, limit: int | None, progress_model: str | None,
              out_format: str, quiet: bool, policy_options: tuple[str, ...]) -> None:
@@ -194,7 +183,7 @@ def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster
 @click.option("--policies", required=True, help="Comma-separated policy names.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a JCT CDF plot (PNG) here.")
-@_with_options(common_sim_options)
+@with_options(common_sim_options)
 def compare(policies: str, plot: str | None, trace: str, trace_format: str | None,
             cluster: Cluster, restart_overhead_s: float, limit: int | None,
             progress_model: str | None, out_format: str, quiet: bool,

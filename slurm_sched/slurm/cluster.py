@@ -200,16 +200,16 @@ class MiniCluster:
     def reconfigure(self) -> None:
         """``scontrol reconfigure``: slurmctld re-reads its config and recounts what every
         running job holds (clears the GPU accounting leak after a restart)."""
-        proc = subprocess.run(
-            ["scontrol", "reconfigure"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = self._run_client("scontrol", "reconfigure", timeout_s=60)
         if proc.returncode != 0:
             raise MiniClusterError(f"scontrol reconfigure failed: {proc.stderr.strip()}")
+
+    def _run_client(self, *argv: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+        """A Slurm client command run against this cluster (its environment), output captured;
+        a non-zero exit is the caller's to judge."""
+        return subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
 
     def _checked(self, *args: str) -> None:
         proc = self._run(*args)
@@ -261,14 +261,7 @@ class MiniCluster:
 
     def _sinfo_nodes(self) -> list[dict[str, Any]]:
         try:
-            proc = subprocess.run(
-                ["sinfo", "--json"],
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
+            proc = self._run_client("sinfo", "--json", timeout_s=10)
             data = json.loads(proc.stdout) if proc.returncode == 0 else {}
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
             return []

@@ -42,8 +42,10 @@ class Journal:
         job = self.state.slurm[jid]
         view = self.state.views[jid]
         kind = tr.kind  # a Share on free GPUs is carried out as a Start
-        if kind in ("start", "share") and tr.after_requeue:
-            prev = self.state.intents.get(jid)
+        share = kind == "share"
+        if kind in ("start", "share", "migrate", "reconfigure") and tr.after_requeue:
+            # a start or share keeps the restart count of the intent in flight, if any
+            prev = self.state.intents.get(jid) if kind in ("start", "share") else None
             self.state.intents[jid] = Intent(
                 jid,
                 kind,
@@ -52,34 +54,20 @@ class Journal:
                 now,
                 prev.min_restarts if prev is not None else job.restart_cnt + 1,
                 tr.after_requeue,
-                share=kind == "share",
+                share=share,
             )
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=kind == "share")
-        elif kind in ("start", "share") or (
-            kind in ("migrate", "reconfigure") and not tr.after_requeue
-        ):
-            it = Intent(
+            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=share)
+        elif kind in ("start", "share", "migrate", "reconfigure"):
+            self.state.intents[jid] = Intent(
                 jid,
                 kind,
                 "released",
                 tr.expect_placement,
                 now,
                 min_restarts=job.restart_cnt,
-                share=kind == "share",
+                share=share,
             )
-            self.state.intents[jid] = it
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=it.share)
-        elif kind in ("migrate", "reconfigure"):
-            self.state.intents[jid] = Intent(
-                jid,
-                kind,
-                "requeueing",
-                tr.expect_placement,
-                now,
-                job.restart_cnt + 1,
-                tr.after_requeue,
-            )
-            self._set_view(view, JobState.RUNNING, tr.expect_placement, now)
+            self._set_view(view, JobState.RUNNING, tr.expect_placement, now, share=share)
         elif kind == "preempt" and UNSTART in tr.notes:
             self.state.intents.pop(jid, None)
             self._set_view(view, JobState.PENDING, None, now)

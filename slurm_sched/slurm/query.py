@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
 from slurm_sched.model import Cluster
@@ -29,6 +30,8 @@ from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.shared import BackendState, Slot, log
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
+
+T = TypeVar("T")
 
 #: After slurmctld did not answer, read sinfo with every fresh squeue for this long (seconds):
 #: its GPU accounting may have leaked (see SlurmQuery._update_phantoms)
@@ -108,11 +111,7 @@ class SlurmQuery:
         if not force and time.monotonic() - self.state.sinfo_at < self.state.sinfo_refresh_s:
             return
         argv = self._nodes_argv()
-        data = self._query_json(argv)
-        try:
-            version, nodes = parse.read_nodes(data, " ".join(argv), self.slurm_version())
-        except SlurmJsonError as exc:
-            self._json_failure(exc)
+        version, nodes = self._query_document(argv, parse.read_nodes)
         managed = [n for n in nodes if self.state.partitions.intersection(n.partitions)]
         if not managed:
             raise ClusterMisreadError(
@@ -146,7 +145,19 @@ class SlurmQuery:
             raise SlurmCommandError(argv, res.rc, "JSON output is not an object")
         return data
 
-    def _json_failure(self, exc: SlurmJsonError) -> None:
+    def _query_document(
+        self, argv: list[str], read: Callable[[Any, str, SlurmVersion], tuple[SlurmVersion, T]]
+    ) -> tuple[SlurmVersion, T]:
+        """Run ``argv`` and read its JSON output with ``read`` (a :mod:`parse` reader, given the
+        command line as the source and the cluster's release as the fallback); a document the
+        reader rejects goes to :meth:`_json_failure`."""
+        data = self._query_json(argv)
+        try:
+            return read(data, " ".join(argv), self.slurm_version())
+        except SlurmJsonError as exc:
+            self._json_failure(exc)
+
+    def _json_failure(self, exc: SlurmJsonError) -> NoReturn:
         if isinstance(exc, ClusterMisreadError):  # a garbled document, not a controller down
             raise exc
         if not self.state.runner.controller_up():
@@ -159,11 +170,7 @@ class SlurmQuery:
         if cached is not None and t0 - cached[0] < self.state.min_query_interval_s:
             return cached[1]
         argv = self._jobs_argv()
-        data = self._query_json(argv)
-        try:
-            _, jobs = parse.read_jobs(data, " ".join(argv), self.slurm_version())
-        except SlurmJsonError as exc:
-            self._json_failure(exc)
+        _, jobs = self._query_document(argv, parse.read_jobs)
         t1 = time.monotonic()
         self.state.stats.squeue_s += t1 - t0
         self.state.stats.squeue_calls += 1

@@ -89,6 +89,16 @@ def _looks_ambiguous(text: str) -> bool:
 
 
 _SAFE_TOKEN = re.compile(r"^[^\s'\"\\#]+$")
+
+
+def _check_batch_tokens(argv: Sequence[str]) -> None:
+    """Raise ValueError unless every token of ``argv`` stands in an ``scontrol`` batch line as
+    it is (no white space, quote, backslash or ``#``: the line is not quoted)."""
+    for tok in argv:
+        if not _SAFE_TOKEN.match(tok):
+            raise ValueError(f"scontrol batch token needs quoting: {tok!r}")
+
+
 #: Most jobs in one job-list begin-time update (keeps the line short, about 700 characters)
 LIST_UPDATE_MAX_JOBS = 100
 #: How scontrol names the job of a failed job-list update (22.05)
@@ -278,9 +288,7 @@ class CommandRunner:
     def _run_batch(self, lines: Sequence[Sequence[str]]) -> list[CommandResult]:
         texts = []
         for argv in lines:
-            for tok in argv:
-                if not _SAFE_TOKEN.match(tok):
-                    raise ValueError(f"scontrol batch token needs quoting: {tok!r}")
+            _check_batch_tokens(argv)
             texts.append(" ".join(argv))
         if len(lines) == 1:
             return [self.run_unchecked(["scontrol", *lines[0]])]
@@ -403,9 +411,7 @@ class DryRunRunner(CommandRunner):
     def run_scontrol_batch(self, lines: Sequence[Sequence[str]]) -> list[CommandResult]:
         out = []
         for argv in lines:
-            for tok in argv:
-                if not _SAFE_TOKEN.match(tok):
-                    raise ValueError(f"scontrol batch token needs quoting: {tok!r}")
+            _check_batch_tokens(argv)
             self.recorded.append(" ".join(("scontrol", *argv)))
             out.append(CommandResult(("scontrol", *argv), 0, "", ""))
         return out

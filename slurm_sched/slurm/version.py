@@ -19,7 +19,7 @@ Supported: Slurm 22.05 to 25.11 (:data:`OLDEST`, :data:`NEWEST`). The table in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,15 +102,21 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def declared_version(doc: Mapping[str, Any]) -> SlurmVersion | None:
-    """The version a document's ``meta`` declares (either spelling), or None."""
+def _meta_blocks(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Iterator[Mapping[str, Any]]:
+    """The objects under ``doc["meta"][key]`` for each of ``keys`` in turn, those that are
+    objects (a document without a ``meta`` object has none)."""
     meta = doc.get("meta")
     if not isinstance(meta, Mapping):
-        return None
-    for key in ("slurm", "Slurm"):
+        return
+    for key in keys:
         block = meta.get(key)
-        if not isinstance(block, Mapping):
-            continue
+        if isinstance(block, Mapping):
+            yield block
+
+
+def declared_version(doc: Mapping[str, Any]) -> SlurmVersion | None:
+    """The version a document's ``meta`` declares (either spelling), or None."""
+    for block in _meta_blocks(doc, ("slurm", "Slurm")):
         version = block.get("version")
         if isinstance(version, Mapping):
             major, minor = _int(version.get("major")), _int(version.get("minor"))
@@ -124,13 +130,7 @@ def declared_version(doc: Mapping[str, Any]) -> SlurmVersion | None:
 
 def declared_data_parser(doc: Mapping[str, Any]) -> str | None:
     """``"v0.0.42"`` when ``meta`` names the data_parser / openapi plugin, else None."""
-    meta = doc.get("meta")
-    if not isinstance(meta, Mapping):
-        return None
-    for key in ("plugin", "plugins"):
-        block = meta.get(key)
-        if not isinstance(block, Mapping):
-            continue
+    for block in _meta_blocks(doc, ("plugin", "plugins")):
         for field in ("data_parser", "type"):
             m = re.search(r"v\d+\.\d+\.\d+", str(block.get(field) or ""))
             if m:

@@ -76,11 +76,7 @@ class Row:
         return error(self.source, self.line, col, raw, msg)
 
     def text(self, col: str) -> str:
-        raw = self.raw(col)
-        value = raw.strip()
-        if not value:
-            raise self.fail(col, raw, "missing value")
-        return value
+        return nonblank(self.raw(col), source=self.source, line=self.line, field=col)
 
     def opt_text(self, col: str) -> str | None:
         if col not in self.index:
@@ -117,10 +113,16 @@ class Row:
         raise self.fail(col, raw, "not a boolean (expected 0/1 or true/false)")
 
 
-def parse_int(raw: str, *, minimum: int | None, source: str, line: int | None, field: str) -> int:
+def nonblank(raw: str, *, source: str, line: int | None, field: str) -> str:
+    """``raw`` without surrounding white space; nothing left is a "missing value" error."""
     text = raw.strip()
     if not text:
         raise error(source, line, field, raw, "missing value")
+    return text
+
+
+def parse_int(raw: str, *, minimum: int | None, source: str, line: int | None, field: str) -> int:
+    text = nonblank(raw, source=source, line=line, field=field)
     try:
         value = int(text)
     except ValueError:
@@ -145,9 +147,7 @@ def parse_float(
     line: int | None,
     field: str,
 ) -> float:
-    text = raw.strip()
-    if not text:
-        raise error(source, line, field, raw, "missing value")
+    text = nonblank(raw, source=source, line=line, field=field)
     try:
         value = float(text)
     except ValueError:

@@ -181,6 +181,15 @@ def _json_value(key: str, value: Any, source: str, line: int) -> Any:
     def fail(msg: str) -> TraceFormatError:
         return error(source, line, key, value, msg)
 
+    def number(item: Any, not_a_number: str) -> float:
+        """``item`` (``value`` or one of its items) as a float: a JSON number, not a boolean."""
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise fail(not_a_number)
+        try:
+            return float(item)
+        except OverflowError:
+            raise fail("not a finite number") from None
+
     if key in _TEXT_FIELDS:
         if key == "job_id" and isinstance(value, int) and not isinstance(value, bool):
             return str(value)
@@ -196,14 +205,8 @@ def _json_value(key: str, value: Any, source: str, line: int) -> Any:
             raise fail("must be >= 1")
         return int(value)
     if key in ("submit_time_s", "duration_s"):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise fail("not a number")
-        try:
-            number = float(value)
-        except OverflowError:
-            raise fail("not a finite number") from None
         return check_float(
-            number,
+            number(value, "not a number"),
             value,
             minimum=0.0 if key == "submit_time_s" else None,
             positive=key == "duration_s",
@@ -216,14 +219,15 @@ def _json_value(key: str, value: Any, source: str, line: int) -> Any:
             raise fail("not a list of numbers")
         items: list[float] = []
         for item in value:
-            if isinstance(item, bool) or not isinstance(item, int | float):
-                raise fail("not a list of numbers")
-            try:
-                number = float(item)
-            except OverflowError:
-                raise fail("not a finite number") from None
             items.append(
-                check_float(number, value, minimum=0.0, source=source, line=line, field=key)
+                check_float(
+                    number(item, "not a list of numbers"),
+                    value,
+                    minimum=0.0,
+                    source=source,
+                    line=line,
+                    field=key,
+                )
             )
         return tuple(items)
     if key == "attrs":

@@ -1,6 +1,6 @@
 """The import layers of ``slurm_sched``: dependencies point one way.
 
-    errors, clock, hostinfo, native           (no slurm_sched imports)
+    errors, clock, hostinfo, native, cli_options   (no slurm_sched imports)
     model            <- traces <- perf <- policy
     model            <- backend (the interface) <- {sim, slurm}
     model            <- protocol (hints, settings files) <- {slurm, runtime}
@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "clock": set(),
     "hostinfo": set(),
     "native": set(),
+    "cli_options": set(),
     "model": {"errors"},
     "traces": _BASE,
     "perf": _BASE | {"traces"},
@@ -37,13 +38,13 @@ ALLOWED: dict[str, set[str]] = {
     "backend": _BASE,
     "protocol": _BASE,
     "controller": _BASE | {"backend", "clock", "policy"},
-    "sim": _BASE | {"traces", "perf", "policy", "backend", "clock", "controller"},
+    "sim": _BASE | {"traces", "perf", "policy", "backend", "clock", "controller", "cli_options"},
     "slurm": _BASE | {"backend", "protocol"},
     "runtime": _BASE | {"perf", "protocol", "hostinfo"},
     "workloads": _BASE | {"traces", "perf"},
     "native_cli": {"native"},
     "service": _BASE | {"traces", "perf", "policy", "backend", "protocol", "clock",
-                        "controller", "sim", "slurm"},
+                        "controller", "sim", "slurm", "cli_options"},
     "cli": {"__init__", "errors"},  # the commands themselves are imported by name, on use
 }
 
