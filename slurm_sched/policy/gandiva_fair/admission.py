@@ -77,7 +77,7 @@ class PickIndex(ServerIndex):
     """The single-server GPU sets of one size on a list of servers, sorted by their score
     without the job's share: (max load, rounded sum of loads, jobs, server position, set).
 
-    :meth:`GandivaFair._choose_gpus` ranks sets by ``(round(max load + share, 9), round(sum
+    :func:`.placement.choose_gpus` ranks sets by ``(round(max load + share, 9), round(sum
     of loads, 9), jobs, position)``; adding the share and rounding keeps the order of the max
     loads except between loads less than 3e-9 apart, so only the best set of each distinct
     max load within 3e-9 of the lowest is scored exactly."""
@@ -137,7 +137,7 @@ class PickIndex(ServerIndex):
 
 
 class WideIndex(ServerIndex):
-    """The servers of a list, ranked as :meth:`GandivaFair._choose_gpus` ranks them for a job
+    """The servers of a list, ranked as :func:`.placement.choose_gpus` ranks them for a job
     wider than any of them: (not all GPUs available, rounded mean load of the available ones,
     position), with each server's available GPUs by (load, jobs, index)."""
 
@@ -171,7 +171,7 @@ class WideIndex(ServerIndex):
 class AdmitCache:
     """What admission asks for once per job, kept up to date as it places jobs: each GPU's
     load and job count, jobs per (user, pool), and per pool the running sums of
-    :meth:`GandivaFair._join_pass` (uncapped jobs, then all) in ``held`` order. The plain
+    :func:`.placement.join_pass` (uncapped jobs, then all) in ``held`` order. The plain
     sums scan every holder or held job for each of thousands of pending jobs; these are the
     same sums, accumulated in the same order."""
 

@@ -19,7 +19,7 @@ class Cycle:
 
     snap: ClusterSnapshot
     now: float
-    #: GPUs per pool (:meth:`GandivaFair._pools`), read-only
+    #: GPUs per pool (:func:`.tickets.pool_sizes`), read-only
     pools: dict[str, int] = field(default_factory=dict)
     held: dict[str, HeldJob] = field(default_factory=dict)
     holders: dict[Slot, list[str]] = field(default_factory=lambda: defaultdict(list))
