@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from operator import itemgetter
 
 from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView
 from slurm_sched.policy.base import Policy
@@ -32,6 +33,9 @@ from slurm_sched.policy.queue_based import all_pending_fit, preemptive_in_order
 POLLUX_THRESHOLDS_GPU_S: tuple[float, ...] = (3600.0 * 16,)
 #: Tiresias' own simulator (dlas-gpu, 3 queues), as used in the Muri evaluation.
 TIRESIAS_SIM_THRESHOLDS_GPU_S: tuple[float, ...] = (3250.0, 7200.0)
+#: The rank of a keyed job (queue, entered, submitted, id): a C-level key, as decide() sorts
+#: every job of a busy cluster each cycle.
+_RANK = itemgetter(0, 1, 2, 3)
 
 
 class Tiresias(Policy):
@@ -86,7 +90,7 @@ class Tiresias(Policy):
                 prev = (q, since)
                 entered[jid] = prev
             keyed.append((prev[0], prev[1], spec.submit_time_s, jid, j))
-        keyed.sort(key=lambda k: k[:4])
+        keyed.sort(key=_RANK)
         order = [k[4] for k in keyed]
         return preemptive_in_order(snapshot, order, packer=pack_most_free, reason="tiresias 2D-LAS")
 

@@ -292,9 +292,8 @@ class SimulatedBackend(ClusterBackend):
             cluster=self.cluster,
             jobs=tuple(self._views.values()),
             known_free_gpus=self._free_gpus_view(),
-            known_pending=tuple(
-                self._views[j] for j in sorted(self._pending_ids, key=self._arrival_seq.__getitem__)
-            ),
+            known_pending=tuple(map(self._views.__getitem__,
+                                    sorted(self._pending_ids, key=self._arrival_seq.__getitem__))),
         )
 
     def _free_gpus_view(self) -> dict[str, tuple[int, ...]]:
