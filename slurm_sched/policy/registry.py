@@ -127,7 +127,6 @@ BUILTIN: dict[str, str] = {
 
 _REGISTRY: dict[str, PolicyInfo] = {}
 _LOADED: set[str] = set()  # built-in modules whose POLICIES are registered
-_IN_PROGRESS: set[str] = set()  # built-in modules being registered right now
 _entry_points_read = False
 
 
@@ -137,6 +136,21 @@ def _same_factory(a: PolicyFactory, b: PolicyFactory) -> bool:
     if isinstance(a, functools.partial) and isinstance(b, functools.partial):
         return a.func is b.func and a.args == b.args and a.keywords == b.keywords
     return a is b
+
+
+def _add(found: PolicyInfo) -> None:
+    """Record ``found``; the same factory again is a no-op, another one a ``ValueError``."""
+    taken = _REGISTRY.get(found.name)
+    if taken is None:
+        _REGISTRY[found.name] = found
+    elif not _same_factory(taken.factory, found.factory):
+        raise ValueError(f"policy {found.name!r} registered twice (with another factory)")
+
+
+def _class_info(cls: type[Policy], name: str | None = None, **kwargs: object) -> PolicyInfo:
+    """A Policy subclass's registration, paper and summary from its class attributes."""
+    return PolicyInfo(name or cls.name, functools.partial(cls, **kwargs), cls.paper,
+                      cls.summary, cls.clairvoyant)
 
 
 def register(
@@ -153,48 +167,31 @@ def register(
     registered or built-in name raises ``ValueError``."""
     if name in BUILTIN:
         _load_module(BUILTIN[name])
-    found = _REGISTRY.get(name)
-    if found is not None:
-        if _same_factory(found.factory, factory):
-            return
-        raise ValueError(f"policy {name!r} registered twice (with another factory)")
-    _REGISTRY[name] = PolicyInfo(name, factory, paper, summary, clairvoyant)
+    _add(PolicyInfo(name, factory, paper, summary, clairvoyant))
 
 
 def register_class(cls: type[Policy], name: str | None = None, **kwargs: object) -> None:
     """Register a Policy subclass, taking paper/summary from its class attributes."""
-    register(
-        name or cls.name,
-        functools.partial(cls, **kwargs),
-        paper=cls.paper,
-        summary=cls.summary,
-        clairvoyant=cls.clairvoyant,
-    )
+    found = _class_info(cls, name, **kwargs)
+    register(found.name, found.factory, paper=found.paper, summary=found.summary,
+             clairvoyant=found.clairvoyant)
 
 
 def _load_module(module: str) -> None:
     """Import a built-in policy module and register its ``POLICIES`` (once)."""
-    if module in _LOADED or module in _IN_PROGRESS:
+    if module in _LOADED:
         return
-    declared = [n for n, m in BUILTIN.items() if m == module]
-    mod = importlib.import_module(module)
-    _IN_PROGRESS.add(module)
-    try:
-        for entry in getattr(mod, "POLICIES", ()):
-            if isinstance(entry, type) and issubclass(entry, Policy):
-                pname = entry.name
-                _check_listed(pname, module)
-                register_class(entry)
-            else:
-                pname, factory, summary = entry
-                _check_listed(pname, module)
-                base = factory()
-                register(pname, factory, paper=base.paper, summary=summary,
-                         clairvoyant=base.clairvoyant)
-    finally:
-        _IN_PROGRESS.discard(module)
+    for entry in getattr(importlib.import_module(module), "POLICIES", ()):
+        if isinstance(entry, type) and issubclass(entry, Policy):
+            found = _class_info(entry)
+        else:
+            pname, factory, summary = entry
+            base = factory()
+            found = PolicyInfo(pname, factory, base.paper, summary, base.clairvoyant)
+        _check_listed(found.name, module)
+        _add(found)
     _LOADED.add(module)
-    missing = [n for n in declared if n not in _REGISTRY]
+    missing = [n for n, m in BUILTIN.items() if m == module and n not in _REGISTRY]
     if missing:
         raise ValueError(f"{module} does not declare the built-in policies {missing}")
 
