@@ -2,11 +2,9 @@
 
 Scanned: every tracked Markdown file, the other tracked text docs (``plugin/``,
 ``sbatch_templates/``, ``docker/``, ``scripts/``, ``.ci/``), and the comments and docstrings of
-every tracked ``.py`` file. Flagged: the phrases of :data:`NARRATION` (numbered work sessions,
-issue numbers, notes to the lead, "this task", "commit message", "previously", "no longer",
-"was tried", ...). :data:`ALLOWED` lists the few legitimate uses of those words (a Slurm error
-message, a comparison, an upstream project's issue tracker), each as a phrase matched where the
-hit is.
+every tracked ``.py`` file. Flagged: the phrases of :data:`NARRATION`. :data:`ALLOWED` lists
+the few legitimate uses of those words (a Slurm error message, a comparison, an upstream
+project's issue tracker), each as a phrase matched where the hit is.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: This file quotes the phrases it looks for.
 _SELF = "tests/unit/test_docs_history.py"
-
 
 
 def _phrase(rx: str) -> re.Pattern[str]:
