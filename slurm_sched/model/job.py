@@ -32,6 +32,9 @@ class JobSpec(BaseModel):
     iterations: int | None = Field(default=None, ge=1)
     gpu_type: str | None = Field(default=None, description="required GPU type, None = any")
     num_cpus: int | None = Field(default=None, ge=1)
+    time_limit_s: float | None = Field(
+        default=None, gt=0, description="the user's wall-clock limit (Slurm --time), s"
+    )
     stage_times_ms: tuple[float, ...] | None = Field(
         default=None, description="per-iteration time per resource stage (Muri), ms"
     )

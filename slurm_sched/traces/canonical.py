@@ -3,7 +3,7 @@ exactly the :class:`JobSpec` fields (see ``docs/trace-format.md``).
 
 Required: ``job_id`` (text), ``submit_time_s`` (s, >= 0), ``num_gpus`` (int >= 1),
 ``duration_s`` (s, > 0). Optional: ``user`` (default ``default``), ``model``, ``batch_size``,
-``iterations``, ``gpu_type``, ``num_cpus``, ``stage_times_ms`` and ``attrs``.
+``iterations``, ``gpu_type``, ``num_cpus``, ``time_limit_s``, ``stage_times_ms`` and ``attrs``.
 
 * CSV: header row with any subset/order of the columns (the four required ones must be there);
   an empty cell means "not given"; ``stage_times_ms`` is a ``;``-separated list of numbers;
@@ -48,6 +48,7 @@ OPTIONAL = (
     "iterations",
     "gpu_type",
     "num_cpus",
+    "time_limit_s",
     "stage_times_ms",
     "attrs",
 )
@@ -116,7 +117,7 @@ def _csv_cell(row: Row, col: str) -> Any:
         return row.integer(col, minimum=1)
     if col == "submit_time_s":
         return row.number(col, minimum=0.0)
-    if col == "duration_s":
+    if col in ("duration_s", "time_limit_s"):
         return row.number(col, positive=True)
     if col == "stage_times_ms":
         items: list[float] = []
@@ -204,12 +205,12 @@ def _json_value(key: str, value: Any, source: str, line: int) -> Any:
         if value < 1:
             raise fail("must be >= 1")
         return int(value)
-    if key in ("submit_time_s", "duration_s"):
+    if key in ("submit_time_s", "duration_s", "time_limit_s"):
         return check_float(
             number(value, "not a number"),
             value,
             minimum=0.0 if key == "submit_time_s" else None,
-            positive=key == "duration_s",
+            positive=key != "submit_time_s",
             source=source,
             line=line,
             field=key,
