@@ -15,7 +15,7 @@ from slurm_sched.advisor import report_html, report_json, report_text
 from slurm_sched.advisor.cluster_shape import cluster_shape
 from slurm_sched.advisor.pipeline import advise as run_advice
 from slurm_sched.advisor.records import AccountingLike
-from slurm_sched.advisor.replay import BASELINE, default_policies
+from slurm_sched.advisor.replay import BASELINE, default_policies, validate_names
 from slurm_sched.advisor.resample import BLOCKS
 from slurm_sched.advisor.sources import Reader, from_file, from_sacct
 from slurm_sched.errors import InputError, SlurmSchedError
@@ -77,7 +77,7 @@ def _policy_list(value: str | None, baseline: str) -> list[str]:
               help="Slurm accounting file: `sacct --json` or `sacct -P` text (see "
                    "docs/advisor.md for the command).")
 @click.option("--since", default=None,
-              help="Run sacct here for this period instead, e.g. 30d or 2024-05-01.")
+              help="Run sacct here for this period instead, e.g. 30d.")
 @click.option("--nodes", "nodes_path", type=click.Path(exists=True, dir_okay=False),
               default=None,
               help="The cluster from a `sinfo --json` file (default: run sinfo here).")
@@ -114,7 +114,7 @@ def advise(sacct_path: str | None, since: str | None, nodes_path: str | None,
     if (sacct_path is None) == (since is None):
         raise InputError("give exactly one of --sacct FILE and --since PERIOD",
                          field="--sacct/--since")
-    names = _policy_list(policies, baseline)
+    names = validate_names([baseline, *_policy_list(policies, baseline)])
     shape = cluster_shape(spec=cluster_spec, nodes_path=nodes_path, partition=partition)
     if not quiet:
         click.echo(f"reading {sacct_path or f'sacct --starttime (since {since})'}", err=True)

@@ -107,3 +107,11 @@ def test_a_build_without_the_reader_says_so(tmp_path: Path, monkeypatch: pytest.
     rc, _, err = run(capsys, "--sacct", str(path), *BASE, "--quiet")
     assert rc == 1
     assert err.startswith("error: the accounting reader is missing from this build")
+
+
+def test_an_unknown_baseline_is_refused_before_reading(hist: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "--sacct", hist, "--cluster", "1x4", "--baseline", "no-such")
+    assert rc == 2
+    assert err.startswith("error: field 'policy' = 'no-such': unknown policy; known: fifo")
+    assert "reading" not in err
