@@ -340,9 +340,9 @@ class Collector:
         if not self.jobs:
             counts = ", ".join(f"{k} {n}" for k, n in sorted(self.set_aside.items())) or "none"
             first = f"; first warning: {self.warnings[0]}" if self.warnings else ""
+            steps = f", {self.steps_ignored} step line(s) ignored" if self.steps_ignored else ""
             raise TraceFormatError(
-                f"no usable job in {self.records} record(s) ({self.steps_ignored} step "
-                f"line(s) ignored); set aside: {counts}{first}",
+                f"no usable job in {self.records} record(s){steps}; set aside: {counts}{first}",
                 source=self.source,
             )
         self.jobs.sort(key=lambda j: (j.submit_s, j.job_id))
