@@ -33,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "native": set(),
     "cli_options": set(),
     "model": {"errors"},
-    "traces": _BASE,
+    "traces": _BASE | {"protocol"},  # the sacct reader reads job hints from the comment
     "perf": _BASE | {"traces"},
     "policy": _BASE | {"perf"},
     "backend": _BASE,
