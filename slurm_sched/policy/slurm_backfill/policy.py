@@ -243,20 +243,25 @@ class SlurmBackfill(Policy):
         if new:
             self._enqueue([by_id[j].spec for j in sorted(new)], now_s)
 
-    def _sync_running(self, snapshot: ClusterSnapshot, now_s: float, full: bool) -> None:
+    def _sync_running(self, snapshot: ClusterSnapshot, now_s: float) -> None:
         """Bring the running jobs in line with the snapshot (ended ones out, unknown ones in).
 
-        The count of non-pending jobs against the known ones decides whether to compare ids
-        (in the simulator the policy starts every job, so a count that agrees is the set)."""
+        A known job whose first GPU is free again has ended (GPUs are exclusive, and a GPU
+        freed since the last cycle cannot have been taken by anyone but this policy in
+        between): a look at each running job, not at every job of the snapshot. When the
+        count of non-pending jobs still disagrees, the ids are compared."""
         running = self._running
         active_n = len(snapshot.jobs) - len(snapshot.pending)
-        if not full and active_n == len(running):
+        if active_n == len(running):
+            return
+        free = snapshot.free_gpus
+        for jid in [j for j, r in running.items() if r.slots[0][1] in free[r.slots[0][0]]]:
+            self._end(jid, now_s)
+        if active_n == len(running):
             return
         active = set(map(_ID, snapshot.jobs)) - set(map(_ID, snapshot.pending))
         for jid in running.keys() - active:
-            r = running.pop(jid)
-            self._fair.add_rate(r.account, -r.gpus, now_s)
-            self._bf_dirty = True
+            self._end(jid, now_s)
         unknown = active - running.keys()
         if unknown:
             types = self._gpu_types(snapshot.cluster)
@@ -270,6 +275,11 @@ class SlurmBackfill(Policy):
                             start + self.time_limit_s(v.spec), now_s)
             self._bf_dirty = True
 
+    def _end(self, job_id: str, now_s: float) -> None:
+        r = self._running.pop(job_id)
+        self._fair.add_rate(r.account, -r.gpus, now_s)
+        self._bf_dirty = True
+
     def _track(self, spec: JobSpec, slots: tuple[tuple[str, int, str], ...], end_s: float,
                now_s: float) -> Running:
         r = Running(end_s, len(slots), spec.user, slots)
@@ -278,10 +288,28 @@ class SlurmBackfill(Policy):
         return r
 
     def _recalculate(self, now_s: float) -> None:
-        """Slurm's periodic priority recalculation: every pending job's key at ``now_s``."""
+        """Slurm's periodic priority recalculation: every pending job's key at ``now_s``.
+
+        :meth:`priority` inlined, with each account's fair-share factor computed once: this
+        loop runs over the whole queue every ``calc_period_s``."""
         keys = self._keys
+        w_age, max_age = self.weight_age, self.max_age_s
+        w_size, w_fs = self.weight_job_size, self.weight_fairshare
+        total, small = self._cluster_gpus, self.favor_small
+        fair: dict[str, float] = {}
         for jid, spec in self._specs.items():
-            keys[jid] = self._key(spec, now_s)
+            submit = spec.submit_time_s
+            p = w_size * size_factor(spec.num_gpus, total, small) if w_size else 0.0
+            if w_age:
+                age = now_s - submit
+                p += w_age if age >= max_age else w_age * max(0.0, age) / max_age
+            if w_fs:
+                user = spec.user
+                f = fair.get(user)
+                if f is None:
+                    f = fair[user] = w_fs * self._fair.factor(user, now_s)
+                p += f
+            keys[jid] = (-p, submit, keys[jid][2], jid)
         self._order = sorted(keys.values())
         self._bf_dirty = True
 
@@ -291,8 +319,9 @@ class SlurmBackfill(Policy):
         recalc = now_s >= self._next_calc_s
         if recalc:
             self._next_calc_s = now_s + self.calc_period_s
-        # a full comparison of ids at each recalculation corrects what a fast path missed
-        self._sync_running(snapshot, now_s, full=recalc)
+        self._sync_running(snapshot, now_s)
+        # a full comparison of the pending ids at each recalculation corrects what a fast
+        # path missed (on the live cluster: a job cancelled as another arrives)
         self._sync_pending(snapshot, now_s, full=recalc)
         if recalc and self._time_varying:
             self._recalculate(now_s)

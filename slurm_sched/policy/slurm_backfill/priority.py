@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+
 class FairShare:
     """Decayed GPU-second usage per account, accrued from the running jobs' GPU counts.
 

@@ -149,7 +149,7 @@ def test_backfill_trusts_time_limits_not_runtimes() -> None:
     got = starts(hol_trace(200), "1x4", SlurmBackfill())
     assert got["C"] == 150.0
     # no limit at all: the default (a year) holds
-    got = starts(hol_trace(10)[:2] + [job("C", 2, 1, 10)], "1x4", SlurmBackfill())
+    got = starts([*hol_trace(10)[:2], job("C", 2, 1, 10)], "1x4", SlurmBackfill())
     assert got["C"] == 150.0
 
 
