@@ -9,8 +9,7 @@
 
 Every ``import`` of every module is checked, those inside functions included; an import inside a
 function is allowed only for the optional or plotting-only libraries listed in
-:data:`LAZY_THIRD_PARTY` and for the modules in :data:`LAZY_INTERNAL` (the torch-based runtime,
-the advisor's accounting reader).
+:data:`LAZY_THIRD_PARTY` and for the modules in :data:`LAZY_INTERNAL` (the torch-based runtime).
 """
 
 from __future__ import annotations
@@ -58,9 +57,6 @@ LAZY_INTERNAL = {
     # they import torch at module level
     ("slurm_sched.runtime.profile_cli", "slurm_sched.runtime"),
     ("slurm_sched.runtime.profile_cli", "slurm_sched.runtime.models"),
-    # the accounting reader, imported when `advise` reads accounting: the command's help and
-    # its checks of the other options work in a build without the reader
-    ("slurm_sched.advisor.advise_cli", "slurm_sched.advisor.load"),
 }
 
 

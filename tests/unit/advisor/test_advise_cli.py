@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,15 +97,6 @@ def test_bad_input_exits_2_with_one_line(hist: str, tmp_path: Path, args: tuple[
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     assert message in err
-
-
-def test_a_build_without_the_reader_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(sys.modules, "slurm_sched.advisor.load", None)
-    path = write_history(tmp_path / "h.json", history(1))
-    rc, _, err = run(capsys, "--sacct", str(path), *BASE, "--quiet")
-    assert rc == 1
-    assert err.startswith("error: the accounting reader is missing from this build")
 
 
 def test_an_unknown_baseline_is_refused_before_reading(hist: str,
