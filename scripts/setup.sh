@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh - make a ready-to-use environment on a Debian/Ubuntu machine (idempotent).
 #
-#   * Debian packages: python3-venv (if `python3 -m venv` is missing), lua5.3. The Slurm packages for the
+#   * Debian packages: python3-venv (if `python3 -m venv` is missing), lua5.3,
+#     chromium-headless-shell. The Slurm packages for the
 #     mini cluster (munge, slurmctld, slurmd, slurm-client) are installed by
 #     slurm_sched/slurm/cluster.sh the first time a cluster starts.
 #   * a virtual environment in .venv (reusing already-installed site packages when present),
@@ -44,6 +45,14 @@ if ! command -v lua5.3 >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y --no-install-recommends lua5.3 >/dev/null ||
     { apt-get update >/dev/null && apt-get install -y --no-install-recommends lua5.3 >/dev/null; }
+fi
+# chromium-headless-shell renders the advisor's HTML report in its browser test
+if ! command -v chromium-headless-shell >/dev/null 2>&1; then
+  log "installing chromium-headless-shell"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends chromium-headless-shell >/dev/null ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium-headless-shell >/dev/null; } ||
+    log "warning: no chromium-headless-shell; the HTML report's browser test is skipped"
 fi
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"

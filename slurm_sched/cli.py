@@ -27,6 +27,8 @@ EXIT_FAILURE = 1
 #: Every command: name -> (``module:attribute`` of its click command, the first line of its help).
 #: ``tests/unit/test_cli.py`` checks that each help line is the command's own.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "advise": ("slurm_sched.advisor.advise_cli:advise",
+               "Replay this cluster's Slurm history under every policy and recommend one."),
     "cluster": ("slurm_sched.slurm.cluster_cli:cluster_cli",
                 "A real Slurm cluster on this machine (root; fake GPUs), for tests and demos."),
     "compare": ("slurm_sched.sim.sim_cli:compare",

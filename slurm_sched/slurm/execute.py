@@ -16,6 +16,10 @@ from collections.abc import Sequence
 from slurm_sched.slurm.shared import BackendState, log
 from slurm_sched.slurm.translate import Cmd, Stage, start_now_cmd
 
+#: Seconds an optional command (the checkpoint signal before a requeue) may take: ``scancel``
+#: retries a job in transition for about a minute, and the requeue after it must not wait that long
+OPTIONAL_TIMEOUT_S = 5.0
+
 
 class Executor:
     """Runs stages of commands (see the module docstring)."""
@@ -38,7 +42,11 @@ class Executor:
                         batch.append((i, cmd))
                     else:
                         self.state.stats.commands += 1
-                        res = self.state.runner.run_unchecked(list(cmd.argv))
+                        res = (
+                            self.state.runner.run_optional(list(cmd.argv), OPTIONAL_TIMEOUT_S)
+                            if cmd.optional
+                            else self.state.runner.run_unchecked(list(cmd.argv))
+                        )
                         if not res.ok and not cmd.optional:
                             errors[i] = f"{res.line}: {(res.stderr or res.stdout).strip()}"
             if not batch:

@@ -7,7 +7,8 @@ by ``journal.py`` (on ``apply``) and shown by ``view.py`` as intended until Slur
 intent (a placement other than the one asked is logged and kept in ``mismatches``), a finished
 requeue re-pins the job once the requeue grace has passed (``validate.py``), a start not RUNNING
 within ``start_timeout_s`` is taken back (:meth:`Intents.unstart_cmds`: its begin time goes a
-lease ahead again) and makes the backend read ``sinfo`` eagerly for a while. Its commands go
+lease ahead again) and makes the backend read ``sinfo`` eagerly for a while; a start Slurm
+requeued (its launch failed) is dropped at once, so the policy places the job again. Its commands go
 through ``execute.py``; it raises only :class:`~slurm_sched.errors.BackendUnavailableError`.
 """
 
@@ -92,6 +93,23 @@ class Intents:
                     if job.restart_cnt >= it.min_restarts:
                         self.state.intents.pop(jid)
                         self._check_placement(jid, it, job, now)
+                elif job.state in PENDING_STATES and job.restart_cnt > it.min_restarts:
+                    # Slurm requeued it after our go: its launch failed (24.11 under load sent
+                    # the batch launch twice; the second found the first's spool files and
+                    # failed) and Slurm holds it ("launch failed requeued held"). It will not
+                    # start: hand it back to the policy now; its next start releases the hold.
+                    log.warning(
+                        "job %s: Slurm requeued it after the start on %s (%s%s); the start failed",
+                        jid,
+                        it.placement,
+                        job.reason,
+                        ", held" if job.held else "",
+                    )
+                    self.state.stats.launch_failures += 1
+                    self.state.intents.pop(jid)
+                    if it.placement is not None:
+                        # its killed run may still be cleaning up there
+                        self.state.requeued[jid] = (now, frozenset(it.placement.nodes))
                 elif job.state in PENDING_STATES and now - it.since_s > self.state.start_timeout_s:
                     log.warning(
                         "job %s pinned %.0fs ago on %s but still %s (%s); taking the start back",

@@ -230,6 +230,24 @@ class CommandRunner:
             self.check_failure(res)
         return res
 
+    def run_optional(self, argv: Sequence[str], timeout_s: float) -> CommandResult:
+        """Run a command whose failure the caller ignores, within ``timeout_s``: one that runs
+        longer (or finds the controller unreachable) is given up, ``rc=124``, instead of raising.
+
+        Why: ``scancel --signal`` of a job Slurm is requeueing retries for about a minute ("Job
+        can not be altered now, try again later", Slurm 24.11); that is no outage. The commands
+        that must succeed next report a real outage.
+        """
+        saved = self.timeout_s
+        self.timeout_s = min(saved, timeout_s)
+        try:
+            return self.run_unchecked(argv)
+        except BackendUnavailableError as exc:
+            log.info("%s: given up (%s)", shlex.join(argv), exc)
+            return CommandResult(tuple(argv), 124, "", str(exc), self.timeout_s)
+        finally:
+            self.timeout_s = saved
+
     def run_unchecked(self, argv: Sequence[str]) -> CommandResult:
         """Run one command and return its result even when it fails (``rc != 0``).
 

@@ -76,6 +76,8 @@ class BackendStats:
     commands: int = 0
     batches: int = 0
     start_timeouts: int = 0
+    #: starts Slurm requeued after the go because the launch failed
+    launch_failures: int = 0
     lease_renewals: int = 0
     lease_failures: int = 0
     released_held: int = 0

@@ -136,6 +136,35 @@ def test_start_is_shown_until_slurm_confirms_then_times_out(tmp_path: Path) -> N
     assert backend.stats.start_timeouts == 1
 
 
+def test_start_whose_launch_failed_goes_back_to_the_policy_at_once(tmp_path: Path) -> None:
+    """Slurm 24.11 under load sent a batch launch twice; the second failed on the first's spool
+    files and Slurm requeued the job held ("launch failed requeued held"). Waiting out
+    ``start_timeout_s`` for it left the job idle for a minute; it is handed back at once, and its
+    next start releases the hold."""
+    now = [NOW]
+    backend, runner = make(
+        recorded("squeue_mixed.json"), tmp_path, clock=lambda: now[0], start_timeout_s=60
+    )
+    backend.snapshot()
+    restarts = recorded_job("28").get("restart_cnt", 0)
+    [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
+    assert r.ok
+    now[0] += 3  # well within the start timeout
+    runner.squeue = squeue_with(
+        ("28", {"job_state": "PENDING", "state_reason": "JobHeldUser", "priority": 0,
+                "restart_cnt": restarts + 1, "eligible_time": NOW})
+    )  # fmt: skip
+    snap = backend.snapshot()
+    assert snap.job("28").state is JobState.PENDING
+    assert backend.stats.launch_failures == 1
+    assert backend.stats.start_timeouts == 0
+    now[0] += 5  # past the requeue grace on a100-1
+    runner.lines.clear()
+    [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
+    assert r.ok
+    assert runner.lines[-1] == "release 28"
+
+
 def settings_gpus(backend: SlurmBackend, jid: str) -> dict[str, list[int]]:
     doc = backend.store.read_settings(jid)
     assert doc is not None

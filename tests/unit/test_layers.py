@@ -5,11 +5,12 @@
     model            <- backend (the interface) <- {sim, slurm}
     model            <- protocol (hints, settings files) <- {slurm, runtime}
     controller       sees the interface, the clock and the policies, never sim/ or slurm/
-    service, cli     on top
+    service, advisor, cli     on top
 
 Every ``import`` of every module is checked, those inside functions included; an import inside a
 function is allowed only for the optional or plotting-only libraries listed in
-:data:`LAZY_THIRD_PARTY` and for the torch-based runtime modules in :data:`LAZY_INTERNAL`.
+:data:`LAZY_THIRD_PARTY` and for the modules in :data:`LAZY_INTERNAL` (the torch-based runtime,
+the advisor's accounting reader).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "native": set(),
     "cli_options": set(),
     "model": {"errors"},
-    "traces": _BASE,
+    "traces": _BASE | {"protocol"},  # the sacct reader reads job hints from the comment
     "perf": _BASE | {"traces"},
     "policy": _BASE | {"perf"},
     "backend": _BASE,
@@ -45,16 +46,21 @@ ALLOWED: dict[str, set[str]] = {
     "native_cli": {"native"},
     "service": _BASE | {"traces", "perf", "policy", "backend", "protocol", "clock",
                         "controller", "sim", "slurm", "cli_options"},
+    "advisor": _BASE | {"traces", "policy", "sim", "slurm"},
     "cli": {"__init__", "errors"},  # the commands themselves are imported by name, on use
 }
 
 #: Third-party libraries that may be imported inside a function: optional extras (torch, mypy for
 #: the native build) and the plotting stack, imported only by the commands that draw.
 LAZY_THIRD_PARTY = {"torch", "mypy", "matplotlib", "numpy"}
-#: slurm_sched modules imported inside a function, with why: they import torch at module level.
+#: slurm_sched modules imported inside a function, with why.
 LAZY_INTERNAL = {
+    # they import torch at module level
     ("slurm_sched.runtime.profile_cli", "slurm_sched.runtime"),
     ("slurm_sched.runtime.profile_cli", "slurm_sched.runtime.models"),
+    # the accounting reader, imported when `advise` reads accounting: the command's help and
+    # its checks of the other options work in a build without the reader
+    ("slurm_sched.advisor.advise_cli", "slurm_sched.advisor.load"),
 }
 
 
