@@ -123,6 +123,7 @@ BUILTIN: dict[str, str] = {
     "sjf-ffs": "slurm_sched.policy.sjf_ffs",
     "srsf": "slurm_sched.policy.srsf",
     "themis": "slurm_sched.policy.themis",
+    "slurm-backfill": "slurm_sched.policy.slurm_backfill.policy",
 }
 
 _REGISTRY: dict[str, PolicyInfo] = {}

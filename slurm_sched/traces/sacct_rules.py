@@ -130,10 +130,12 @@ Gpus = tuple[int | None, str | None]
 
 
 def choose_gpus(alloc: Gpus, req: Gpus) -> tuple[int, str | None]:
-    """GPUs from the allocation when it lists any, else from the request; the type from
-    whichever of the two names a single one (allocation first)."""
+    """GPUs from the allocation when it lists any, else from the request; the type only from
+    the request: Slurm's AllocTRES names the type a job got (``gres/gpu:a100=2`` for a plain
+    ``--gres=gpu:2`` that landed on A100s), which the job did not ask for and a replay must
+    not require."""
     count = alloc[0] if alloc[0] is not None else req[0]
-    return count or 0, alloc[1] or req[1]
+    return count or 0, req[1]
 
 
 # ------------------------------------------------------------------------------ host lists

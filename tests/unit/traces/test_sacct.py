@@ -312,9 +312,11 @@ def test_gpus_come_from_the_allocation_else_the_request(tmp_path: Path) -> None:
     rows = [
         row(JobID="1", AllocTRES="cpu=1,gres/gpu=4", ReqTRES="cpu=1,gres/gpu:a100=2"),
         row(JobID="2", AllocTRES="cpu=1", ReqTRES="cpu=1,gres/gpu:v100=1"),
+        # the type it got is not a type it asked for
+        row(JobID="3", AllocTRES="cpu=1,gres/gpu:a100=2,gres/gpu=2", ReqTRES="cpu=1,gres/gpu=2"),
     ]
     jobs = read_sacct(write(tmp_path, rows)).jobs
-    assert [(j.num_gpus, j.gpu_type) for j in jobs] == [(4, "a100"), (1, "v100")]
+    assert [(j.num_gpus, j.gpu_type) for j in jobs] == [(4, "a100"), (1, "v100"), (2, None)]
 
 
 @pytest.mark.parametrize(
@@ -375,7 +377,8 @@ def test_to_spec_maps_every_field(tmp_path: Path) -> None:
     rows = [
         row(JobID="1", Submit=iso(T0 - 50), Eligible=iso(T0 - 50)),
         row(JobID="2", Comment=comment, NodeList="gpu[01-02]", ExitCode="3:0",
-            AllocTRES="cpu=1,gres/gpu:a100=2", Timelimit="UNLIMITED"),
+            AllocTRES="cpu=1,gres/gpu:a100=2", ReqTRES="cpu=1,gres/gpu:a100=2",
+            Timelimit="UNLIMITED"),
     ]
     acct = read_sacct(write(tmp_path, rows))
     assert acct.origin_s == T0 - 50
@@ -504,7 +507,7 @@ def _cells(job: AccountedJob) -> dict[str, str]:
         End=iso(job.end_s),
         Timelimit=_limit(job.time_limit_s),
         AllocTRES=f"billing=1,cpu=2,{gres},mem=4G,node=1",
-        ReqTRES="cpu=2,mem=4G",
+        ReqTRES=f"cpu=2,{gres},mem=4G",
         NodeList=nodes,
         Comment=comment,
     )
