@@ -12,7 +12,7 @@ mkdir -p "$out"
 sacctmgr -i add account alpha,beta >/dev/null || true
 sacctmgr -i add user root account=alpha,beta >/dev/null || true
 sub() { sbatch --parsable -p direct "$@"; }
-sub -A alpha -t 5 --gres=gpu:1 --comment='slurm_sched:model=resnet50,batch_size=64' --wrap 'sleep 3' >/dev/null
+sub -A alpha -t 5 --gres=gpu:1 --comment='{"v":1,"model":"resnet50","batch_size":64}' --wrap 'sleep 3' >/dev/null
 sub -A alpha -t 5 --gres=gpu:2 --wrap 'sleep 4' >/dev/null
 sub -A beta -t 10 --gres=gpu:4 --wrap 'sleep 5' >/dev/null
 sub -A beta -t 3 --gres=gpu:a100:2 --wrap 'sleep 2' >/dev/null
