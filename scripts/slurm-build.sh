@@ -37,10 +37,13 @@ case "$release" in
 esac
 upstream=${debver%%-*}
 prefix=$CACHE/slurm-$upstream
-# daemons and clients the mini cluster runs, and the job_submit/lua plugin it loads
-RUNTIME_PKGS="munge slurmctld slurmd slurm-client"
+# daemons and clients the mini cluster runs (slurmdbd on MariaDB for accounting), and the
+# job_submit/lua plugin it loads
+RUNTIME_PKGS="munge slurmctld slurmd slurm-client slurmdbd mariadb-server"
+# libmariadb-dev: without it configure silently leaves out slurmdbd's MySQL plugin
 BUILD_DEPS="build-essential pkg-config libmunge-dev libjson-c-dev liblua5.3-dev libyaml-dev
-  libhttp-parser-dev libjwt-dev libhwloc-dev libssl-dev python3 munge"
+  libhttp-parser-dev libjwt-dev libhwloc-dev libssl-dev libmariadb-dev python3 munge
+  mariadb-server"
 export DEBIAN_FRONTEND=noninteractive
 
 apt_install() { # packages...; an `apt-get update` only when the first try fails
@@ -76,7 +79,13 @@ if [ "$FROM_SOURCE" != 1 ]; then
 fi
 
 # ------------------------------------------------------------------ 2. the cached build
-if [ -x "$prefix/sbin/slurmctld" ] && [ -f "$prefix/.slurm-sched-build" ]; then
+# a build is complete with its marker and slurmdbd's MySQL plugin (a build made without
+# libmariadb-dev lacks it and is made again)
+complete() {
+  [ -x "$prefix/sbin/slurmctld" ] && [ -f "$prefix/.slurm-sched-build" ] &&
+    [ -f "$prefix/lib/slurm/accounting_storage_mysql.so" ]
+}
+if complete; then
   log "cached build: $prefix ($(cat "$prefix/.slurm-sched-build"))"
   echo "$prefix"
   exit 0
@@ -85,7 +94,7 @@ fi
 mkdir -p "$CACHE"
 exec 9>"$CACHE/slurm-$upstream.lock"
 flock -w 1800 9 || die "another slurm-build.sh holds $CACHE/slurm-$upstream.lock"
-if [ -x "$prefix/sbin/slurmctld" ] && [ -f "$prefix/.slurm-sched-build" ]; then
+if complete; then
   echo "$prefix"; exit 0
 fi
 buildlog=$CACHE/slurm-$upstream.build.log
@@ -132,7 +141,7 @@ log "configure (log $buildlog)"
 log "make -j$JOBS (a few minutes)"
 (cd "$srcdir" && make -j"$JOBS" 2>&1) >>"$buildlog" || die "make of Slurm $upstream failed (log $buildlog)"
 (cd "$srcdir" && make install 2>&1) >>"$buildlog" || die "make install of Slurm $upstream failed (log $buildlog)"
-for plugin in job_submit_lua gres_gpu select_cons_tres; do
+for plugin in job_submit_lua gres_gpu select_cons_tres accounting_storage_mysql; do
   [ -f "$prefix/lib/slurm/$plugin.so" ] || die "the build has no $plugin plugin (log $buildlog)"
 done
 if [ "$release" != 22.05 ]; then

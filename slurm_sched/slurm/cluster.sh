@@ -9,8 +9,8 @@
 #   cluster.sh ctld stop|start stop slurmctld alone (jobs keep running on the slurmds) or start
 #                              it again from its saved state: fault tests of the scheduler
 #
-# Needs root and Debian/Ubuntu packages munge slurmctld slurmd slurm-client (installed with
-# apt-get when missing). No systemd, cgroups or containers: one munged, one slurmctld and one
+# Needs root and Debian/Ubuntu packages munge slurmctld slurmd slurm-client, plus slurmdbd and
+# mariadb-server for accounting (installed with apt-get when missing). No systemd, cgroups or containers: one munged, one slurmctld and one
 # `slurmd -N <node>` per node (Debian builds Slurm with MULTIPLE_SLURMD), each node on its own
 # port on 127.0.0.1. GPUs are fake: gres.conf File= points at symlinks to /dev/null, which is
 # enough for Slurm to hand out device indices (CUDA_VISIBLE_DEVICES) per job.
@@ -30,6 +30,11 @@
 #   MINI_SLURM_UNMANAGED_PARTITION=direct   all nodes, scheduled by Slurm itself ("" = none)
 #   MINI_SLURM_CTLD_PORT=16817  MINI_SLURM_SLURMD_PORT=17001 (first node; +1 per node)
 #   MINI_SLURM_MIN_JOB_AGE=600    seconds finished jobs stay visible in squeue
+#   MINI_SLURM_ACCOUNTING=1       run slurmdbd on a private MariaDB (data under the state dir) so
+#                     that sacct answers; 0 = no accounting (finished jobs go to log/jobcomp.txt
+#                     only, as they also do with accounting)
+#   MINI_SLURM_DBD_PORT=<ctld port + 2>  MINI_SLURM_DB_PORT=<ctld port + 3>  slurmdbd and MariaDB
+#                     (both on 127.0.0.1 only)
 #   MINI_SLURM_PLUGIN=<path>      job_submit.lua to install (default: next to this script,
 #                                 else plugin/job_submit.lua of the source tree)
 #   MINI_SLURM_UP_TIMEOUT=30      seconds to wait for all nodes to be idle
@@ -56,6 +61,9 @@ CTLD_PORT=${MINI_SLURM_CTLD_PORT:-16817}
 SLURMD_PORT=${MINI_SLURM_SLURMD_PORT:-17001}
 MIN_JOB_AGE=${MINI_SLURM_MIN_JOB_AGE:-600}
 UP_TIMEOUT=${MINI_SLURM_UP_TIMEOUT:-30}
+ACCOUNTING=${MINI_SLURM_ACCOUNTING:-1}
+DBD_PORT=${MINI_SLURM_DBD_PORT:-$((CTLD_PORT + 2))}
+DB_PORT=${MINI_SLURM_DB_PORT:-$((CTLD_PORT + 3))}
 PREFIX=${MINI_SLURM_PREFIX:-}
 PREFIX=${PREFIX%/}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -87,7 +95,7 @@ check_settings() {
   esac
   [[ $STATE == /* ]] || die "MINI_SLURM_STATE must be an absolute path, got '$STATE'"
   local v
-  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT LEASE_S SCHED_INTERVAL; do
+  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT LEASE_S SCHED_INTERVAL DBD_PORT DB_PORT; do
     is_int "${!v}" || die "MINI_SLURM_$v must be a non-negative integer, got '${!v}'"
   done
   [ -n "$NODES" ] || die "MINI_SLURM_NODES is empty"
@@ -97,6 +105,14 @@ check_settings() {
     die "MINI_SLURM_CTLD_PORT must be in 1024..65535, got $CTLD_PORT"
   [ "$SLURMD_PORT" -ge 1024 ] && [ $((SLURMD_PORT + n_nodes - 1)) -le 65535 ] ||
     die "MINI_SLURM_SLURMD_PORT $SLURMD_PORT + $n_nodes nodes does not fit in 1024..65535"
+  [[ $ACCOUNTING == [01] ]] || die "MINI_SLURM_ACCOUNTING must be 0 or 1, got '$ACCOUNTING'"
+  if [ "$ACCOUNTING" = 1 ]; then
+    local p
+    for p in DBD_PORT DB_PORT; do
+      [ "${!p}" -ge 1024 ] && [ "${!p}" -le 65535 ] ||
+        die "MINI_SLURM_$p must be in 1024..65535, got ${!p}"
+    done
+  fi
   local spec name type count
   for spec in $NODES; do
     IFS=: read -r name type count <<<"$spec"
@@ -112,6 +128,10 @@ check_settings() {
     [[ $PREFIX == /* ]] || die "MINI_SLURM_PREFIX must be an absolute path, got '$PREFIX'"
     [ -x "$PREFIX/sbin/slurmctld" ] && [ -x "$PREFIX/sbin/slurmd" ] && [ -x "$PREFIX/bin/scontrol" ] ||
       die "MINI_SLURM_PREFIX=$PREFIX has no sbin/slurmctld, sbin/slurmd and bin/scontrol"
+    if [ "$ACCOUNTING" = 1 ] && { [ ! -x "$PREFIX/sbin/slurmdbd" ] ||
+      [ ! -f "$PREFIX/lib/slurm/accounting_storage_mysql.so" ]; }; then
+      die "MINI_SLURM_PREFIX=$PREFIX has no slurmdbd with the MySQL accounting plugin (build it with libmariadb-dev present: scripts/slurm-build.sh), or set MINI_SLURM_ACCOUNTING=0"
+    fi
     export PATH="$PREFIX/bin:$PREFIX/sbin:$PATH"
   fi
 }
@@ -128,6 +148,10 @@ take_lock() {
 install_packages() {
   # a Slurm under MINI_SLURM_PREFIX brings its own daemons and clients; munge still comes from apt
   [ -n "$PREFIX" ] && PKGS=munge
+  if [ "$ACCOUNTING" = 1 ]; then
+    PKGS="$PKGS mariadb-server"
+    [ -n "$PREFIX" ] || PKGS="$PKGS slurmdbd"
+  fi
   # shellcheck disable=SC2086
   dpkg -s $PKGS >/dev/null 2>&1 && return 0
   command -v apt-get >/dev/null || die "packages $PKGS are missing and apt-get is not available"
@@ -167,6 +191,13 @@ write_configs() {
   host=$(uname -n)
   host=${host%%.*}
   [ "$SHARDS_PER_GPU" -gt 0 ] && gres_types=gpu,shard
+  local acct_types=""
+  for spec in $NODES; do
+    IFS=: read -r name type count <<<"$spec"
+    [ -n "$type" ] && [ "${count:-0}" -gt 0 ] && [[ $acct_types != *",gres/gpu:$type,"* ]] &&
+      acct_types="$acct_types,gres/gpu:$type,"
+  done
+  acct_types=$(sed 's/,,/,/g; s/,$//' <<<"$acct_types")
   mkdir -p "$etc"
   {
     cat <<EOF
@@ -195,8 +226,25 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 SwitchType=switch/none
-# no slurmdbd: finished jobs are appended to a text file (sacct -c reads it)
-AccountingStorageType=accounting_storage/none
+EOF
+    if [ "$ACCOUNTING" = 1 ]; then
+      cat <<EOF
+# accounting in slurmdbd (its MariaDB keeps its data in the state dir): sacct answers; the job
+# comment is stored because it carries the scheduler's hints
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+# for munge, the socket of the private munged (AuthInfo does not cover the slurmdbd connection)
+AccountingStoragePass=$STATE/munge/munge.socket
+AccountingStoreFlags=job_comment
+# GPUs are accounted only when named here (sacct's AllocTRES shows gres/gpu and gres/gpu:<type>)
+AccountingStorageTRES=gres/gpu,gres/shard$acct_types
+EOF
+    else
+      echo "AccountingStorageType=accounting_storage/none"
+    fi
+    cat <<EOF
+# finished jobs are also appended to a text file (sacct -c reads it)
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt
 SchedulerType=sched/backfill
@@ -259,6 +307,29 @@ EOF
     done
   } >"$etc/gres.conf"
 
+  if [ "$ACCOUNTING" = 1 ]; then
+    # slurmdbd reads slurmdbd.conf next to slurm.conf and insists on mode 0600
+    cat >"$etc/slurmdbd.conf" <<EOF
+# Generated by slurm_sched/slurm/cluster.sh - do not edit; change the MINI_SLURM_* knobs.
+AuthType=auth/munge
+AuthInfo=socket=$STATE/munge/munge.socket
+DbdHost=$host
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=root
+PidFile=$STATE/run/slurmdbd.pid
+LogFile=$STATE/log/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=slurm
+StorageLoc=slurm_acct_db
+EOF
+    chmod 0600 "$etc/slurmdbd.conf"
+  fi
+
   # only read if someone switches to cgroup plugins; harmless otherwise
   printf '%s\n' "CgroupPlugin=autodetect" "IgnoreSystemd=yes" >"$etc/cgroup.conf"
 
@@ -290,6 +361,9 @@ EOF
 
 all_up() {
   our_pid "$STATE/munge/munged.pid" >/dev/null || return 1
+  if [ "$ACCOUNTING" = 1 ]; then
+    our_pid "$STATE/run/mariadbd.pid" >/dev/null && dbd_pid >/dev/null || return 1
+  fi
   our_pid "$STATE/run/slurmctld.pid" >/dev/null || return 1
   local n
   for n in $(node_names); do our_pid "$STATE/run/slurmd-$n.pid" >/dev/null || return 1; done
@@ -298,11 +372,65 @@ all_up() {
 
 show_logs() {
   local f
-  for f in "$STATE"/log/slurmctld.log "$STATE"/log/slurmd-*.log "$STATE"/munge/munged.log; do
+  for f in "$STATE"/log/slurmctld.log "$STATE"/log/slurmd-*.log "$STATE"/munge/munged.log \
+    "$STATE"/log/slurmdbd.log "$STATE"/log/mariadbd.log; do
     [ -s "$f" ] || continue
     echo "---- tail $f" >&2
     tail -n 15 "$f" >&2
   done
+}
+
+# ------------------------------------------------------------------ accounting
+# slurmdbd takes no config path on its command line (it reads slurmdbd.conf next to $SLURM_CONF),
+# so ours is the process named in its PID file that has our SLURM_CONF in its environment
+dbd_pid() {
+  local p
+  [ -s "$STATE/run/slurmdbd.pid" ] || return 1
+  p=$(tr -dc 0-9 <"$STATE/run/slurmdbd.pid")
+  [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmdbd ] || return 1
+  grep -qzx -F "SLURM_CONF=$CONF" "/proc/$p/environ" 2>/dev/null || return 1
+  echo "$p"
+}
+
+db_sql() { mariadb --no-defaults --socket="$STATE/run/mariadbd.sock" -uroot -e "$1"; }
+
+# MariaDB (data in $STATE/db, TCP on 127.0.0.1:$DB_PORT), then slurmdbd, then the cluster's record
+start_accounting() {
+  local deadline
+  if [ ! -d "$STATE/db/mysql" ]; then
+    mariadb-install-db --no-defaults --datadir="$STATE/db" --user=root --skip-test-db \
+      --auth-root-authentication-method=socket >"$STATE/log/mariadb-install.log" 2>&1 ||
+      { tail -n 20 "$STATE/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+  fi
+  port_in_use "$DB_PORT" && die "port $DB_PORT (MariaDB) is in use; set MINI_SLURM_DB_PORT"
+  port_in_use "$DBD_PORT" && die "port $DBD_PORT (slurmdbd) is in use; set MINI_SLURM_DBD_PORT"
+  setsid -f mariadbd --no-defaults --datadir="$STATE/db" --user=root \
+    --socket="$STATE/run/mariadbd.sock" --port="$DB_PORT" --bind-address=127.0.0.1 \
+    --pid-file="$STATE/run/mariadbd.pid" --log-error="$STATE/log/mariadbd.log" \
+    --innodb-buffer-pool-size=32M --skip-name-resolve </dev/null >/dev/null 2>&1 9>&-
+  deadline=$(($(date +%s) + UP_TIMEOUT))
+  until db_sql "SELECT 1" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "MariaDB not answering after ${UP_TIMEOUT}s"; }
+    sleep 0.2
+  done
+  db_sql "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" || die "cannot create MariaDB user slurm"
+  slurmdbd 9>&- || { show_logs; die "slurmdbd did not start"; }
+  # the first start creates the database tables (a few seconds)
+  until timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmdbd not answering after ${UP_TIMEOUT}s"; }
+    sleep 0.2
+  done
+  if ! timeout 5 sacctmgr -n -P list cluster format=cluster | grep -qx slurmsched; then
+    timeout 10 sacctmgr -i add cluster slurmsched >/dev/null || die "sacctmgr add cluster slurmsched failed"
+  fi
+}
+
+stop_accounting() { # slurmdbd first: it writes what slurmctld sent it to the database
+  local p n=0
+  if p=$(dbd_pid); then stop_pid "$p"; n=$((n + 1)); fi
+  if p=$(our_pid "$STATE/run/mariadbd.pid"); then stop_pid "$p"; n=$((n + 1)); fi
+  echo "$n"
 }
 
 # ------------------------------------------------------------------ down
@@ -389,6 +517,7 @@ cmd_down() {
     # shellcheck disable=SC2086
     kill -9 $orphans 2>/dev/null || true
   fi
+  stopped=$((stopped + $(stop_accounting)))
   if p=$(our_pid "$STATE/munge/munged.pid"); then stop_pid "$p"; stopped=$((stopped + 1)); fi
   log "stopped $stopped daemon(s) of $STATE"
   if [ "$purge" = 1 ]; then
@@ -432,7 +561,7 @@ cmd_up() {
 
   mkdir -p "$STATE"
   touch "$STATE/$MARKER"
-  mkdir -p "$STATE"/{ctld,spool,log,run,dev,munge}
+  mkdir -p "$STATE"/{ctld,spool,log,run,dev,munge,db}
   mv "$NEW_ETC" "$STATE/etc"
   cp "$STATE/etc/env.sh" "$STATE/env.sh"
   for spec in $NODES; do
@@ -453,6 +582,7 @@ cmd_up() {
     --seed-file="$STATE/munge/munged.seed" 9>&- ||
     { show_logs; die "munged did not start"; }
   # 9>&-: the daemons must not inherit (and so hold) our lock
+  if [ "$ACCOUNTING" = 1 ]; then start_accounting; fi
   slurmctld -f "$CONF" 9>&- || { show_logs; cmd_down >/dev/null 2>&1; die "slurmctld did not start"; }
   for n in $(node_names); do
     slurmd -f "$CONF" -N "$n" 9>&- || { show_logs; cmd_down >/dev/null 2>&1; die "slurmd -N $n did not start"; }
@@ -518,6 +648,11 @@ cmd_status() {
     n=$(basename "$f" .pid)
     if p=$(our_pid "$f"); then echo "$n: running (pid $p)"; else echo "$n: not running"; rc=3; fi
   done
+  if [ "$ACCOUNTING" = 1 ]; then
+    if p=$(our_pid "$STATE/run/mariadbd.pid"); then echo "mariadbd: running (pid $p)"
+    else echo "mariadbd: not running"; rc=3; fi
+    if p=$(dbd_pid); then echo "slurmdbd: running (pid $p)"; else echo "slurmdbd: not running"; rc=3; fi
+  fi
   for n in $(node_names); do
     if p=$(our_pid "$STATE/run/slurmd-$n.pid"); then echo "slurmd $n: running (pid $p)"
     else echo "slurmd $n: not running"; rc=3; fi
