@@ -18,7 +18,7 @@ from slurm_sched.advisor.pipeline import advise as run_advice
 from slurm_sched.advisor.records import AccountingLike
 from slurm_sched.advisor.replay import BASELINE, default_policies, validate_names
 from slurm_sched.advisor.resample import BLOCKS
-from slurm_sched.advisor.sources import Reader, from_file, from_sacct
+from slurm_sched.advisor.sources import Reader, from_file, from_sacct, slurm_config
 from slurm_sched.errors import InputError
 
 
@@ -86,6 +86,11 @@ def _policy_list(value: str | None, baseline: str) -> list[str]:
                    "see docs/advisor.md).")
 @click.option("--baseline", default=BASELINE, show_default=True,
               help="The policy that stands for Slurm's own scheduling.")
+@click.option("--slurm-config", "slurm_config_path", type=click.Path(dir_okay=False),
+              default=None,
+              help="`scontrol show config` output: slurm-backfill's priority weights and "
+                   "backfill settings (default with --since: run it here; else Slurm's "
+                   "defaults).")
 @click.option("--format", "out_format", type=click.Choice(["table", "json"]),
               default="table", show_default=True)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
@@ -98,8 +103,8 @@ def _policy_list(value: str | None, baseline: str) -> list[str]:
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def advise(sacct_path: str | None, since: str | None, nodes_path: str | None,
            cluster_spec: str | None, partition: str | None, policies: str | None,
-           baseline: str, out_format: str, html_path: str | None, resamples: int, seed: int,
-           block: str, quiet: bool) -> None:
+           baseline: str, slurm_config_path: str | None, out_format: str,
+           html_path: str | None, resamples: int, seed: int, block: str, quiet: bool) -> None:
     """Replay this cluster's Slurm history under every policy and recommend one.
 
     Reads the accounting (--sacct FILE, or --since to run sacct here), replays its jobs in the
@@ -112,6 +117,7 @@ def advise(sacct_path: str | None, since: str | None, nodes_path: str | None,
                          field="--sacct/--since")
     names = validate_names([baseline, *_policy_list(policies, baseline)])
     shape = cluster_shape(spec=cluster_spec, nodes_path=nodes_path, partition=partition)
+    backfill = slurm_config(slurm_config_path, live=since is not None)
     if not quiet:
         click.echo(f"reading {sacct_path or f'sacct --starttime (since {since})'}", err=True)
     accounting: AccountingLike = (from_file(reader(), sacct_path) if sacct_path is not None
@@ -119,11 +125,20 @@ def advise(sacct_path: str | None, since: str | None, nodes_path: str | None,
     bars = _Bars(enabled=not quiet)
     advice = run_advice(
         accounting, shape, policies=names, baseline=baseline, partition=partition,
-        resamples=resamples, seed=seed, block=block,
+        resamples=resamples, seed=seed, block=block, options={"slurm-backfill": backfill},
         on_replay=lambda name, done, total: bars(f"replay {name}", done, total),
         on_resample=lambda done, total: bars("resampling", done, total),
     )
     bars.close()
+    where = (slurm_config_path if slurm_config_path is not None
+             else "scontrol show config" if since is not None else None)
+    advice.notes.append(
+        f"slurm-backfill ran with the settings of {where}: "
+        + (", ".join(f"{k}={v}" for k, v in sorted(backfill.items())) or "Slurm's defaults")
+        if where is not None
+        else "slurm-backfill ran with Slurm's default priority and backfill settings (give "
+             "--slurm-config with the output of `scontrol show config` for the site's own)"
+    )
     click.echo(report_json.render(advice) if out_format == "json"
                else report_text.render(advice), nl=out_format == "json")
     if html_path is not None:

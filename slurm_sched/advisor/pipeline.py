@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_sched.advisor.cluster_shape import ClusterShape
@@ -63,11 +63,13 @@ def advise(
     block: str = "day",
     tolerance_s: float = TOLERANCE_S,
     restart_overhead_s: float = 30.0,
+    options: Mapping[str, Mapping[str, object]] | None = None,
     on_replay: ReplayProgress | None = None,
     on_resample: ResampleProgress | None = None,
 ) -> Advice:
     """Replay ``accounting``'s jobs (those of ``partition`` when given) on ``shape`` under
-    ``baseline`` and ``policies`` (the baseline runs first even if not listed).
+    ``baseline`` and ``policies`` (the baseline runs first even if not listed), each with its
+    ``options`` (by policy name; e.g. ``slurm-backfill``'s from ``scontrol show config``).
 
     Raises:
         UnknownPolicyError: a name that is not registered.
@@ -86,8 +88,8 @@ def advise(
     specs = [j.to_spec(origin) for j in jobs]
     observed = observed_outcomes(jobs, origin)
     total = shape.cluster.total_gpus
-    runs = replay(names, specs, shape.cluster, restart_overhead_s=restart_overhead_s,
-                  on_progress=on_replay)
+    runs = replay(names, specs, shape.cluster, options=options,
+                  restart_overhead_s=restart_overhead_s, on_progress=on_replay)
     notes: list[str] = []
     obs_row = summarise(OBSERVED, "observed", observed, total_gpus=total)
     if obs_row.utilisation > 1.0:

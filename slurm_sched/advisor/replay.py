@@ -9,7 +9,7 @@ that raises on the trace is reported (:attr:`PolicyRun.error`), not fatal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_sched.advisor.outcomes import JobOutcome, from_completed
@@ -91,12 +91,13 @@ def replay_one(
     specs: Sequence[JobSpec],
     cluster: Cluster,
     *,
+    options: Mapping[str, object] | None = None,
     restart_overhead_s: float = 30.0,
     on_progress: ReplayProgress | None = None,
 ) -> PolicyRun:
-    """Simulate ``name`` on ``specs``; an exception of the policy or the simulator becomes
-    :attr:`PolicyRun.error` (one line)."""
-    policy = registry.create(name)
+    """Simulate ``name`` (with ``options``) on ``specs``; an exception of the policy or the
+    simulator becomes :attr:`PolicyRun.error` (one line)."""
+    policy = registry.create(name, dict(options or {}))
     run = PolicyRun(name, clairvoyant=policy.clairvoyant, notes=_notes(policy, specs))
     hook = None
     if on_progress is not None:
@@ -124,9 +125,12 @@ def replay(
     specs: Sequence[JobSpec],
     cluster: Cluster,
     *,
+    options: Mapping[str, Mapping[str, object]] | None = None,
     restart_overhead_s: float = 30.0,
     on_progress: ReplayProgress | None = None,
 ) -> dict[str, PolicyRun]:
-    """:func:`replay_one` for each name, in order."""
-    return {n: replay_one(n, specs, cluster, restart_overhead_s=restart_overhead_s,
-                          on_progress=on_progress) for n in names}
+    """:func:`replay_one` for each name, in order; ``options`` per policy name."""
+    opts = options or {}
+    return {n: replay_one(n, specs, cluster, options=opts.get(n),
+                          restart_overhead_s=restart_overhead_s, on_progress=on_progress)
+            for n in names}

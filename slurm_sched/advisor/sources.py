@@ -16,6 +16,7 @@ from typing import Protocol
 
 from slurm_sched.advisor.records import AccountedJobLike, AccountingLike
 from slurm_sched.errors import InputError, SlurmCommandError
+from slurm_sched.policy.slurm_backfill import slurm_backfill_options_from_config
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -64,6 +65,37 @@ def from_sacct(reader: Reader, since: str, *, partition: str | None = None,
         path = Path(tmp) / "sacct.txt"
         path.write_text(proc.stdout)
         return reader.read(path)
+
+
+def slurm_config(path: str | Path | None, *, live: bool,
+                 run: Runner = subprocess.run) -> dict[str, object]:
+    """``slurm-backfill``'s options from ``scontrol show config`` text: the file at ``path``,
+    else (``live``) ``scontrol show config`` run here, else none (Slurm's defaults).
+
+    Raises:
+        InputError: the file cannot be read, scontrol cannot be run, or a value is not one the
+            policy reads (the Slurm key and value named).
+        SlurmCommandError: scontrol ran and failed.
+    """
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror}", field="--slurm-config",
+                             value=str(path)) from None
+    elif live:
+        argv = ["scontrol", "show", "config"]
+        try:
+            proc = run(argv, capture_output=True, text=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise InputError(f"cannot run scontrol ({e}); give --slurm-config FILE",
+                             field="--slurm-config") from None
+        if proc.returncode != 0:
+            raise SlurmCommandError(argv, proc.returncode, proc.stderr)
+        text = proc.stdout
+    else:
+        return {}
+    return slurm_backfill_options_from_config(text)
 
 
 def in_partition(jobs: Sequence[AccountedJobLike], partition: str | None,

@@ -1,5 +1,5 @@
-"""``slurm-sched advise`` end to end on a constructed history (through the test double of the
-accounting reader), and its one-line errors."""
+"""``slurm-sched advise`` end to end: on a constructed history (through the test double of the
+accounting reader), on recorded sacct output (the real reader), and its one-line errors."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 BASE = ("--baseline", "fifo", "--cluster", "1x4")
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "sacct" / "recorded"
+CONFIG = Path(__file__).resolve().parents[2] / "data" / "scontrol_show_config.txt"
 
 
 def test_table_json_and_html(hist: str, tmp_path: Path,
@@ -65,11 +67,16 @@ def test_since_runs_sacct(hist: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     sacct = bindir / "sacct"
     sacct.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/argv\ncat {hist}\n")
     sacct.chmod(0o755)
+    scontrol = bindir / "scontrol"  # the site's scheduling settings, read live too
+    scontrol.write_text(f"#!/bin/sh\ncat {CONFIG}\n")
+    scontrol.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     rc, out, err = run(capsys, "--since", "30d", *BASE, "--policies", "fifo", "--quiet",
                        "--format", "json", "--resamples", "5")
     assert rc == 0, err
     assert json.loads(out)["input"]["jobs"] == 24
+    assert any(n.startswith("slurm-backfill ran with the settings of scontrol show config")
+               for n in json.loads(out)["notes"])
     assert (tmp_path / "argv").read_text().split() == ["-X", "-a", "-P", "--starttime=now-30d"]
 
 
@@ -105,3 +112,30 @@ def test_an_unknown_baseline_is_refused_before_reading(hist: str,
     assert rc == 2
     assert err.startswith("error: field 'policy' = 'no-such': unknown policy; known: fifo")
     assert "reading" not in err
+
+
+@pytest.mark.parametrize("name", ["sacct.txt", "sacct.json"])
+def test_recorded_accounting_with_the_sites_slurm_config(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real reader on sacct output of the mini cluster (Slurm 24.11), slurm-backfill with
+    the settings of a `scontrol show config` file."""
+    rc, out, err = run(capsys, "--sacct", str(RECORDED / "24.11" / name), "--cluster",
+                       "2x4:a100,2x4:v100", "--policies", "fifo", "--slurm-config",
+                       str(CONFIG), "--format", "json", "--quiet", "--resamples", "10")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["input"]["jobs"] == 9
+    assert [r["name"] for r in data["rows"]] == ["observed", "slurm-backfill", "fifo"]
+    [note] = [n for n in data["notes"] if n.startswith("slurm-backfill ran with")]
+    assert str(CONFIG) in note and "weight_age=" in note
+
+
+def test_a_bad_slurm_config_names_the_key(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "config.txt"
+    bad.write_text("PriorityWeightAge = lots\n")
+    rc, _, err = run(capsys, "--sacct", str(RECORDED / "22.05" / "sacct.txt"), "--cluster",
+                     "2x4", "--slurm-config", str(bad), "--quiet")
+    assert rc == 2
+    assert "PriorityWeightAge" in err and "lots" in err
