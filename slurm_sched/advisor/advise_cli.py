@@ -122,6 +122,8 @@ def advise(sacct_path: str | None, since: str | None, nodes_path: str | None,
         click.echo(f"reading {sacct_path or f'sacct --starttime (since {since})'}", err=True)
     accounting: AccountingLike = (from_file(reader(), sacct_path) if sacct_path is not None
                                   else from_sacct(reader(), str(since), partition=partition))
+    for message in accounting.warnings:  # one per malformed record, --quiet or not
+        click.echo(f"warning: {message}", err=True)
     bars = _Bars(enabled=not quiet)
     advice = run_advice(
         accounting, shape, policies=names, baseline=baseline, partition=partition,

@@ -2,7 +2,8 @@
 
 ``schema`` ("slurm-sched-advise"), ``version``;
 ``input``: ``source``, ``format``, ``partition``, ``jobs``, ``set_aside`` (reason -> count),
-``warnings`` (count), ``first_submit_s`` (epoch; the time 0 of every other time);
+``warnings`` (count), ``warning_messages`` (each: file, line, field and value),
+``first_submit_s`` (epoch; the time 0 of every other time);
 ``cluster``: ``nodes``, ``gpus``, ``gpu_types``, ``source``;
 ``baseline``;
 ``policies``: one object per replayed policy: ``name``, ``ok``, ``error`` (null when ok),
@@ -64,6 +65,7 @@ def to_dict(advice: Advice) -> dict[str, Any]:
         "input": {"source": advice.source, "format": advice.input_format,
                   "partition": advice.partition, "jobs": advice.jobs,
                   "set_aside": dict(advice.set_aside), "warnings": len(advice.warnings),
+                  "warning_messages": list(advice.warnings),
                   "first_submit_s": advice.origin_s},
         "cluster": {"nodes": len(c.nodes), "gpus": c.total_gpus,
                     "gpu_types": list(c.gpu_types), "source": advice.shape.source},

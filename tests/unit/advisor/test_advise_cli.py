@@ -139,3 +139,26 @@ def test_a_bad_slurm_config_names_the_key(tmp_path: Path,
                      "2x4", "--slurm-config", str(bad), "--quiet")
     assert rc == 2
     assert "PriorityWeightAge" in err and "lots" in err
+
+
+def test_each_malformed_record_is_one_warning_in_every_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = (RECORDED / "24.11" / "sacct.txt").read_text().splitlines()
+    start = lines[0].split("|").index("Start")
+    bad = lines[1].split("|")
+    bad[start] = "garbage"
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join([lines[0], "|".join(bad), *lines[2:]]) + "\n")
+    expected = f"{path}:2: field 'Start' = 'garbage': not a time"
+    rc, out, err = run(capsys, "--sacct", str(path), "--cluster", "2x4:a100,2x4:v100",
+                       "--policies", "fifo", "--quiet", "--resamples", "5")
+    assert rc == 0
+    assert [x for x in err.splitlines() if x.startswith("warning:")] == [
+        f"warning: {expected} (expected YYYY-MM-DDTHH:MM:SS)"]
+    assert "Malformed records skipped (1)" in out and expected in out
+    rc, out, _ = run(capsys, "--sacct", str(path), "--cluster", "2x4:a100,2x4:v100",
+                     "--policies", "fifo", "--quiet", "--resamples", "5", "--format", "json")
+    data = json.loads(out)["input"]
+    assert data["warnings"] == 1 and data["warning_messages"][0].startswith(expected)
+    assert data["set_aside"]["malformed"] == 1

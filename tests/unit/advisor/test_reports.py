@@ -42,7 +42,7 @@ def test_json_schema(advice: Advice) -> None:
     assert set(data) == {"schema", "version", "input", "cluster", "baseline", "policies",
                          "rows", "validation", "resampling", "recommendation", "notes"}
     assert set(data["input"]) == {"source", "format", "partition", "jobs", "set_aside",
-                                  "warnings", "first_submit_s"}
+                                  "warnings", "warning_messages", "first_submit_s"}
     assert set(data["cluster"]) == {"nodes", "gpus", "gpu_types", "source"}
     assert [p["name"] for p in data["policies"]] == ["fifo", "tiresias", "sjf"]
     assert set(data["policies"][0]) == {"name", "ok", "error", "clairvoyant",
