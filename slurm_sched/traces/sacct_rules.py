@@ -343,8 +343,12 @@ class Collector:
             counts = ", ".join(f"{k} {n}" for k, n in sorted(self.set_aside.items())) or "none"
             first = f"; first warning: {self.warnings[0]}" if self.warnings else ""
             steps = f", {self.steps_ignored} step line(s) ignored" if self.steps_ignored else ""
+            # a site that does not account GPUs shows every job without one
+            hint = (" (sacct shows GPUs only where slurm.conf's AccountingStorageTRES names "
+                    "gres/gpu)" if self.set_aside.get(NO_GPU) else "")
             raise TraceFormatError(
-                f"no usable job in {self.records} record(s){steps}; set aside: {counts}{first}",
+                f"no usable job in {self.records} record(s){steps}; set aside: {counts}{first}"
+                f"{hint}",
                 source=self.source,
             )
         self.jobs.sort(key=lambda j: (j.submit_s, j.job_id))

@@ -206,6 +206,15 @@ def test_no_usable_job_raises_naming_the_file_and_counts(tmp_path: Path) -> None
     assert str(path) in text and "no usable job in 2 record(s)" in text
     assert "malformed 1" in text and "still running 1" in text
     assert "field 'State' = 'BOGUS'" in text
+    assert "AccountingStorageTRES" not in text
+
+
+def test_no_job_with_a_gpu_points_at_the_sites_gpu_accounting(tmp_path: Path) -> None:
+    rows = [row(AllocTRES="cpu=1,mem=1G", ReqTRES="cpu=1,mem=1G")]
+    with pytest.raises(TraceFormatError) as err:
+        read_sacct(write(tmp_path, rows))
+    assert "no GPU 1" in str(err.value)
+    assert "AccountingStorageTRES names gres/gpu" in str(err.value)
 
 
 def test_an_empty_file_and_a_missing_column_raise(tmp_path: Path) -> None:
