@@ -102,9 +102,9 @@ def _recommend(baseline: str, odds: Mapping[str, PolicyOdds], order: Sequence[st
     return Recommendation(
         top, o.win_share or 0.0, o.beat_share,
         f"switch to {top}: it has the lowest average JCT in {o.win_share or 0.0:.0%} of the "
-        f"resamples and beats {baseline} in {o.beat_share:.0%}; average JCT "
-        f"{o.improvement_median:+.1%} vs {baseline} (5-95%: {o.improvement_p5:+.1%} to "
-        f"{o.improvement_p95:+.1%})")
+        f"resamples and beats {baseline} in {o.beat_share:.0%}; its average JCT is "
+        f"{o.improvement_median:.1%} lower than {baseline}'s (median; 5-95%: "
+        f"{o.improvement_p5:.1%} to {o.improvement_p95:.1%})")
 
 
 def resample(
