@@ -14,7 +14,8 @@
 ``jobs``, ``gpu_share``, ``mean_slowdown``), ``by_size`` (bucket "1", "2-4", "5-8", ">8" ->
 ``jobs``, ``jct_s``, ``queue_s``, ``mean_slowdown``);
 ``validation`` (null when the baseline did not run): ``policy``, ``jobs``, ``mean_abs_s``,
-``median_s``, ``p90_abs_s``, ``within_share``, ``tolerance_s``;
+``median_s``, ``p90_abs_s``, ``within_share``, ``tolerance_s``, ``per_job`` (one object per
+job: ``job_id``, ``observed_start_s``, ``simulated_start_s``, ``difference_s``);
 ``resampling`` (null likewise): ``block``, ``resamples``, ``seed``, ``blocks``, ``jobs``,
 ``confidence``, ``policies`` (name -> ``avg_jct_s``, ``win_share`` (null: clairvoyant),
 ``beat_share``, ``improvement_median``, ``improvement_p5``, ``improvement_p95``), ``notes``;
@@ -54,6 +55,17 @@ def _row(r: ScheduleMetrics) -> dict[str, Any]:
     }
 
 
+def _start_differences(advice: Advice) -> list[dict[str, Any]]:
+    """Per job the baseline ran: its observed and simulated start (s since the first submit)
+    and the difference, simulated - observed."""
+    run = advice.runs.get(advice.baseline)
+    simulated = {o.job_id: o.start_s for o in run.outcomes} if run is not None else {}
+    return [{"job_id": o.job_id, "observed_start_s": o.start_s,
+             "simulated_start_s": simulated[o.job_id],
+             "difference_s": simulated[o.job_id] - o.start_s}
+            for o in advice.observed if o.job_id in simulated]
+
+
 def to_dict(advice: Advice) -> dict[str, Any]:
     """The report as plain JSON data (see the module docstring)."""
     c = advice.shape.cluster
@@ -74,7 +86,8 @@ def to_dict(advice: Advice) -> dict[str, Any]:
                       "clairvoyant": r.clairvoyant, "rejected_jobs": r.rejected,
                       "notes": list(r.notes)} for r in advice.runs.values()],
         "rows": [_row(r) for r in advice.rows],
-        "validation": None if advice.validation is None else asdict(advice.validation),
+        "validation": None if advice.validation is None else {
+            **asdict(advice.validation), "per_job": _start_differences(advice)},
         "resampling": None if rs is None else {
             "block": rs.block, "resamples": rs.resamples, "seed": rs.seed, "blocks": rs.blocks,
             "jobs": rs.jobs, "confidence": CONFIDENCE,

@@ -56,7 +56,13 @@ def test_json_schema(advice: Advice) -> None:
     assert set(row["by_size"]["1"]) == {"jobs", "jct_s", "queue_s", "mean_slowdown"}
     assert set(row["per_account"]["big"]) == {"jobs", "gpu_share", "mean_slowdown"}
     assert set(data["validation"]) == {"policy", "jobs", "mean_abs_s", "median_s",
-                                       "p90_abs_s", "within_share", "tolerance_s"}
+                                       "p90_abs_s", "within_share", "tolerance_s", "per_job"}
+    per_job = data["validation"]["per_job"]
+    assert len(per_job) == data["validation"]["jobs"]
+    for d in per_job:
+        assert d["difference_s"] == d["simulated_start_s"] - d["observed_start_s"]
+    mean_abs = sum(abs(d["difference_s"]) for d in per_job) / len(per_job)
+    assert mean_abs == pytest.approx(data["validation"]["mean_abs_s"])
     rs = data["resampling"]
     assert set(rs) == {"block", "resamples", "seed", "blocks", "jobs", "confidence",
                        "policies", "notes"}
