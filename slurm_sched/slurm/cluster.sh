@@ -128,8 +128,10 @@ check_settings() {
     [[ $PREFIX == /* ]] || die "MINI_SLURM_PREFIX must be an absolute path, got '$PREFIX'"
     [ -x "$PREFIX/sbin/slurmctld" ] && [ -x "$PREFIX/sbin/slurmd" ] && [ -x "$PREFIX/bin/scontrol" ] ||
       die "MINI_SLURM_PREFIX=$PREFIX has no sbin/slurmctld, sbin/slurmd and bin/scontrol"
+    # plugins are in lib/slurm of a source build, lib/<triplet>/slurm-wlm of Debian's packages
     if [ "$ACCOUNTING" = 1 ] && { [ ! -x "$PREFIX/sbin/slurmdbd" ] ||
-      [ ! -f "$PREFIX/lib/slurm/accounting_storage_mysql.so" ]; }; then
+      [ -z "$(find "$PREFIX/lib" -maxdepth 3 -path '*slurm*' -name accounting_storage_mysql.so \
+        -print -quit 2>/dev/null)" ]; }; then
       die "MINI_SLURM_PREFIX=$PREFIX has no slurmdbd with the MySQL accounting plugin (build it with libmariadb-dev present: scripts/slurm-build.sh), or set MINI_SLURM_ACCOUNTING=0"
     fi
     export PATH="$PREFIX/bin:$PREFIX/sbin:$PATH"
