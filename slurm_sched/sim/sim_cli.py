@@ -37,7 +37,9 @@ def _policy_names(value: str) -> list[str]:
     return names
 
 
-def _load_trace(path: str, fmt: str | None, limit: int | None) -> list[JobSpec]:
+def load_trace(path: str, fmt: str | None, limit: int | None) -> list[JobSpec]:
+    """The jobs of a trace file or bundled trace name (``--trace``), the first ``limit`` only
+    when given."""
     p = Path(path)
     if not p.exists():
         try:
@@ -130,7 +132,7 @@ def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, 
     return per_policy
 
 
-def _world(names: list[str], progress_model: str | None) -> str:
+def resolve_world(names: list[str], progress_model: str | None) -> str:
     """One progress model for every policy of a comparison (a fair comparison needs one world)."""
     if progress_model is not None:
         perf_registry.create(progress_model)  # validates the name
@@ -143,17 +145,26 @@ def _world(names: list[str], progress_model: str | None) -> str:
     return wanted.pop() if wanted else "identity"
 
 
+def run_policy(jobs: list[JobSpec], cluster: Cluster, name: str, options: dict[str, object],
+               *, restart_overhead_s: float, world: str,
+               on_progress: Callable[[int, int], None] | None = None) -> SimulationResult:
+    """One policy (registry name and options) in the world ``world``: what ``simulate`` and
+    ``compare`` run for each policy, and what ``sweep`` runs for each cell."""
+    policy = registry.create(name, options)
+    return simulate_run(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
+                        progress_model=world, on_progress=on_progress)
+
+
 def _run(jobs: list[JobSpec], cluster: Cluster, names: list[str], restart_overhead_s: float,
          quiet: bool, progress_model: str | None = None, options: tuple[str, ...] = (),
          ) -> dict[str, SimulationResult]:
     per_policy = parse_policy_options(options, names)
-    world = _world(names, progress_model)
+    world = resolve_world(names, progress_model)
     results: dict[str, SimulationResult] = {}
     for name in names:
         prog = _Progress(name, enabled=not quiet)
-        policy = registry.create(name, per_policy[name])
-        res = simulate_run(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
-                       progress_model=world, on_progress=prog)
+        res = run_policy(jobs, cluster, name, per_policy[name],
+                         restart_overhead_s=restart_overhead_s, world=world, on_progress=prog)
         for spec, why in res.rejected[:1]:
             click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
                        f"were not run, e.g. {spec.job_id}: {why}", err=True)
@@ -174,7 +185,7 @@ def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster
              out_format: str, quiet: bool, policy_options: tuple[str, ...]) -> None:
     """Simulate one policy on a trace."""
     names = _policy_names(policy)
-    jobs = _load_trace(trace, trace_format, limit)
+    jobs = load_trace(trace, trace_format, limit)
     _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model,
                policy_options), out_format)
 
@@ -190,7 +201,7 @@ def compare(policies: str, plot: str | None, trace: str, trace_format: str | Non
             policy_options: tuple[str, ...]) -> None:
     """Simulate several policies on the same trace and compare them."""
     names = _policy_names(policies)
-    jobs = _load_trace(trace, trace_format, limit)
+    jobs = load_trace(trace, trace_format, limit)
     results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model,
                    policy_options)
     _emit(results, out_format)
