@@ -46,6 +46,9 @@ ALLOWED: dict[str, set[str]] = {
     "service": _BASE | {"traces", "perf", "policy", "backend", "protocol", "clock",
                         "controller", "sim", "slurm", "cli_options"},
     "advisor": _BASE | {"traces", "policy", "sim", "slurm"},
+    # grids of simulations; the generated traces come from workloads; --slurm mode has its own
+    # small subprocess runner (sbatch, squeue), so not slurm
+    "sweep": _BASE | {"traces", "perf", "policy", "sim", "cli_options", "workloads"},
     "cli": {"__init__", "errors"},  # the commands themselves are imported by name, on use
 }
 
