@@ -54,6 +54,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "Capture the live state (read-only), or what the scheduler would see of a "
                  "cluster recorded in JSON files (--from-json, --nodes), into a snapshot file "
                  "for replay and explain."),
+    "sweep": ("slurm_sched.sweep.sweep_cli:sweep",
+              "Experiment sweeps: plan, run (locally or as a Slurm job array) and report a grid "
+              "of simulations."),
 }
 
 
