@@ -52,7 +52,7 @@ def test_sbatch_command_line(tmp_path):
     assert shlex.split(wrap) == [
         "/venv/bin/python", "-m", "slurm_sched.cli", "sweep", "run-chunk", str(grid.resolve()),
         "--out", str(out.resolve()), "--chunks", "40", "--manifest", str(manifest.resolve()),
-        "--chunk", "$SLURM_ARRAY_TASK_ID"]  # the task's shell expands the index
+        "--chunk", "$SLURM_ARRAY_TASK_ID"]  # expanded by the shell of each array element
     plain = sbatch_argv(grid, out, manifest, 3, [1], SlurmOptions())
     assert "--array=1" in plain and not any(a.startswith("--partition") for a in plain)
 
