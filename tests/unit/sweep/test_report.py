@@ -57,7 +57,8 @@ def test_report_table_files_and_figures(write_grid, tmp_path, capsys):
         ("3", "fifo", "3"), ("3", "sjf", "3"), ("5", "fifo", "3"), ("5", "sjf", "3")]
     assert all(r[8] == "1.000" for r in body if r[4] == "fifo")  # fifo over itself
     assert "12 cell(s); 1 failed" in stdout
-    rows = list(csv.DictReader(open(tmp_path / "c.csv")))
+    with open(tmp_path / "c.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
     assert len(rows) == 12 and {"id", "policy", "seed", "avg_jct_s", "speedup_vs_fifo"} <= set(
         rows[0])
     doc = json.loads((tmp_path / "r.json").read_text())

@@ -31,7 +31,7 @@ def test_chunks_cover_every_cell_once():
     chunks = chunk(ids, 3)
     assert chunks == [["c0", "c3", "c6"], ["c1", "c4"], ["c2", "c5"]]
     assert chunk(ids, 50) == [[i] for i in ids]  # never an empty chunk
-    assert sorted(sum(chunk(ids, 4), [])) == sorted(ids)
+    assert sorted(i for c in chunk(ids, 4) for i in c) == sorted(ids)
 
 
 def test_array_spec():
@@ -115,7 +115,7 @@ def test_waits_and_resubmits_only_the_tasks_whose_cells_are_missing(write_grid, 
     assert [next(x for x in a if x.startswith("--array=")) for a in sbatch] == [
         "--array=0-3%2", "--array=1%2"]  # only the killed task goes again
     chunks = read_manifest(res.manifest)
-    assert sorted(sum(chunks, [])) == sorted(cell_id(c) for c in cells[1:])
+    assert sorted(i for c in chunks for i in c) == sorted(cell_id(c) for c in cells[1:])
     assert res.job_ids == ["1001", "1004"]
     assert res.failed == [cell_id(cells[5])] and res.missing == []
     assert all(result_path(out, c).exists() for c in cells if c is not cells[5])
