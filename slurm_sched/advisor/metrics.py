@@ -17,6 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from slurm_sched.advisor.outcomes import JobOutcome
 
 #: Job size buckets: (label, fewest GPUs, most GPUs).
@@ -33,15 +35,17 @@ def size_bucket(num_gpus: int) -> str:
     raise ValueError(f"num_gpus must be >= 1, got {num_gpus}")
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) with linear interpolation (numpy's default); 0 if empty."""
+def percentiles(values: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """The ``qs``-th percentiles (0-100) with linear interpolation, as the simulator's metrics
+    compute them (``numpy.percentile``), from one sort; zeros if ``values`` is empty."""
     if not values:
-        return 0.0
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+        return [0.0] * len(qs)
+    return [float(x) for x in np.percentile(values, qs)]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100), see :func:`percentiles`; 0 if empty."""
+    return percentiles(values, (q,))[0]
 
 
 def mean(values: Sequence[float]) -> float:
@@ -59,7 +63,8 @@ class Distribution:
 
     @staticmethod
     def of(values: Sequence[float]) -> Distribution:
-        return Distribution(mean(values), percentile(values, 50), percentile(values, 99))
+        median, p99 = percentiles(values, (50, 99))
+        return Distribution(mean(values), median, p99)
 
 
 @dataclass(frozen=True)

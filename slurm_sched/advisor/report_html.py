@@ -187,13 +187,12 @@ def render(advice: Advice) -> str:
     ]
     for caption, svg in plots(advice):
         parts.append(f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>")
+    if advice.warnings:
+        parts.append(f"<h2>Malformed records skipped ({len(advice.warnings)})</h2><ul>"
+                     + "".join(f"<li>{html.escape(w)}</li>" for w in tables.warning_lines(advice))
+                     + "</ul>")
     parts.append("<h2>Tables</h2>")
-    parts.append(_table(tables.summary(advice)))
-    parts += [_table(t) for t in tables.by_size(advice)]
-    parts.append(_table(tables.per_account(advice)))
-    for t in (tables.validation(advice), tables.resampling(advice)):
-        if t is not None:
-            parts.append(_table(t))
+    parts += [_table(t) for t in tables.report_tables(advice)]
     notes = tables.policy_notes(advice)
     if notes:
         parts.append("<h2>Notes</h2><ul>"

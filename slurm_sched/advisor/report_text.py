@@ -32,32 +32,14 @@ def input_lines(advice: Advice) -> list[str]:
     ]
 
 
-#: Malformed records listed in the text report (all are in the JSON report and on stderr)
-SHOWN_WARNINGS = 10
-
-
-def warning_lines(advice: Advice) -> list[str]:
-    """The first malformed records, one line each, and how many more there are."""
-    if not advice.warnings:
-        return []
-    shown = advice.warnings[:SHOWN_WARNINGS]
-    more = len(advice.warnings) - len(shown)
-    return [f"Malformed records skipped ({len(advice.warnings)})", *(f"- {w}" for w in shown),
-            *([f"- ... and {more} more (all in --format json)"] if more else [])]
-
-
 def render(advice: Advice) -> str:
     """The whole report: inputs, malformed records, tables, notes, the simulator check, the
     recommendation."""
     parts = ["\n".join(input_lines(advice))]
     if advice.warnings:
-        parts.append("\n".join(warning_lines(advice)))
-    parts.append(render_table(tables.summary(advice)))
-    parts += [render_table(t) for t in tables.by_size(advice)]
-    parts.append(render_table(tables.per_account(advice)))
-    for t in (tables.validation(advice), tables.resampling(advice)):
-        if t is not None:
-            parts.append(render_table(t))
+        parts.append(f"Malformed records skipped ({len(advice.warnings)})\n"
+                     + "\n".join(f"- {w}" for w in tables.warning_lines(advice)))
+    parts += [render_table(t) for t in tables.report_tables(advice)]
     notes = tables.policy_notes(advice)
     if notes:
         parts.append("Notes\n" + "\n".join(f"- {n}" for n in notes))

@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from slurm_sched.advisor.metrics import percentile
+from slurm_sched.advisor.metrics import percentiles
 from slurm_sched.advisor.outcomes import JobOutcome
 
 #: The share of resamples in which a policy must beat the baseline to be recommended.
@@ -157,15 +157,16 @@ def resample(
             on_progress(r + 1, resamples)
     done = resamples if blocks else 0
     jobs = sum(counts.values())
+    ranges = {p: percentiles(gains[p], (50, 5, 95)) for p in order}
     odds = {
         p: PolicyOdds(
             policy=p,
             avg_jct_s=sum(sums[p].values()) / jobs if jobs else 0.0,
             win_share=None if p not in competing else (wins[p] / done if done else 0.0),
             beat_share=beats[p] / done if done else 0.0,
-            improvement_median=percentile(gains[p], 50),
-            improvement_p5=percentile(gains[p], 5),
-            improvement_p95=percentile(gains[p], 95),
+            improvement_median=ranges[p][0],
+            improvement_p5=ranges[p][1],
+            improvement_p95=ranges[p][2],
         )
         for p in order
     }

@@ -114,6 +114,25 @@ def resampling(advice: Advice) -> Table | None:
          "improvement 5-95%"), rows)
 
 
+def report_tables(advice: Advice) -> list[Table]:
+    """Every table of a report, in the order both renderers show them: the summary, by job
+    size, per account, then the simulator check and the resampling when they ran."""
+    tables = [summary(advice), *by_size(advice), per_account(advice)]
+    tables += [t for t in (validation(advice), resampling(advice)) if t is not None]
+    return tables
+
+
+#: Malformed records listed in the text and HTML reports (all are in the JSON report and on stderr)
+SHOWN_WARNINGS = 10
+
+
+def warning_lines(advice: Advice) -> list[str]:
+    """The first malformed records, one line each, and how many more there are ([] for none)."""
+    shown = advice.warnings[:SHOWN_WARNINGS]
+    more = len(advice.warnings) - len(shown)
+    return [*shown, *([f"... and {more} more (all in --format json)"] if more else [])]
+
+
 def policy_notes(advice: Advice) -> list[str]:
     """One line per failed policy and per note of a policy's run, then the general notes."""
     lines = []

@@ -16,6 +16,7 @@ import re
 from datetime import datetime
 
 from slurm_sched.errors import TraceFormatError
+from slurm_sched.model.slurm_time import slurm_duration_s
 from slurm_sched.traces.sacct_records import Accounting
 from slurm_sched.traces.sacct_rules import (
     Collector,
@@ -54,7 +55,6 @@ REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in OPTIONAL_COLUMNS)
 
 _NOT_SET = frozenset({"", "Unknown", "None", "N/A"})
 _NO_LIMIT = frozenset({"", "UNLIMITED", "Partition_Limit", "None", "INFINITE"})
-_LIMIT = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _TRES_ITEM = re.compile(r"[^=,]+=[^,]*")
 _TRES = re.compile(r"[^=,]+=[^,]*(?:,[^=,]+=[^,]*)*")
 _GPU_ITEM = re.compile(r"(?:^|,)gres/(gpu[^=,]*)=([^,]*)")
@@ -81,20 +81,13 @@ def parse_time_limit(raw: str, field: str = "Timelimit") -> float | None:
     """
     if raw in _NO_LIMIT:
         return None
-    m = _LIMIT.match(raw)
-    if m is None:
-        raise Malformed(field, raw, "not a time limit (expected [D-]HH:MM:SS or UNLIMITED)")
-    days, a, b, c = m.groups()
-    n = int(a)
-    if days is not None:  # D-H, D-H:M, D-H:M:S
-        seconds = int(days) * 86400 + n * 3600 + int(b or 0) * 60 + int(c or 0)
-    elif c is not None:  # H:M:S
-        seconds = n * 3600 + int(b) * 60 + int(c)
-    elif b is not None:  # M:S
-        seconds = n * 60 + int(b)
-    else:  # M
-        seconds = n * 60
-    return float(seconds) if seconds > 0 else None
+    try:
+        seconds = slurm_duration_s(raw)
+    except ValueError:
+        raise Malformed(
+            field, raw, "not a time limit (expected [D-]HH:MM:SS or UNLIMITED)"
+        ) from None
+    return seconds if seconds > 0 else None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -34,11 +34,8 @@ from __future__ import annotations
 import re
 
 from slurm_sched.errors import InputError
+from slurm_sched.model.slurm_time import slurm_duration_s
 
-#: ``[days-]hours:minutes:seconds``, ``[days-]hours[:minutes]``, ``minutes[:seconds]``: the
-#: forms of a Slurm time (sbatch(1) ``--time``).
-_DAYS = re.compile(r"^(?P<d>\d+)-(?P<rest>\d+(?::\d+){0,2})$")
-_PLAIN = re.compile(r"^\d+(?::\d+){0,2}$")
 _UNLIMITED = {"INFINITE", "UNLIMITED"}
 _INT = re.compile(r"^\d+$")
 
@@ -62,19 +59,11 @@ def parse_slurm_time_s(key: str, value: str) -> float | None:
     text = value.strip()
     if text.upper() in _UNLIMITED:
         return None
-    m = _DAYS.match(text)
-    if m:
-        parts = [int(p) for p in m["rest"].split(":")] + [0, 0]
-        h, mi, s = parts[0], parts[1], parts[2]
-        return float(((int(m["d"]) * 24 + h) * 60 + mi) * 60 + s)
-    if _PLAIN.match(text):
-        parts = [int(p) for p in text.split(":")]
-        if len(parts) == 1:
-            return float(parts[0] * 60)
-        if len(parts) == 2:
-            return float(parts[0] * 60 + parts[1])
-        return float((parts[0] * 60 + parts[1]) * 60 + parts[2])
-    raise _error(key, value, "not a Slurm time ([days-]hours:minutes:seconds, minutes...)")
+    try:
+        return slurm_duration_s(text)
+    except ValueError:
+        raise _error(key, value,
+                     "not a Slurm time ([days-]hours:minutes:seconds, minutes...)") from None
 
 
 def _weight(key: str, value: str) -> int:

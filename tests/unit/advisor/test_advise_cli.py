@@ -3,6 +3,7 @@ accounting reader), on recorded sacct output (the real reader), and its one-line
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -157,6 +158,12 @@ def test_each_malformed_record_is_one_warning_in_every_output(
     assert [x for x in err.splitlines() if x.startswith("warning:")] == [
         f"warning: {expected} (expected YYYY-MM-DDTHH:MM:SS)"]
     assert "Malformed records skipped (1)" in out and expected in out
+    page = tmp_path / "r.html"
+    rc, _, _ = run(capsys, "--sacct", str(path), "--cluster", "2x4:a100,2x4:v100",
+                   "--policies", "fifo", "--quiet", "--resamples", "5", "--html", str(page))
+    assert rc == 0
+    assert "Malformed records skipped (1)" in page.read_text()
+    assert html.escape(expected) in page.read_text()
     rc, out, _ = run(capsys, "--sacct", str(path), "--cluster", "2x4:a100,2x4:v100",
                      "--policies", "fifo", "--quiet", "--resamples", "5", "--format", "json")
     data = json.loads(out)["input"]

@@ -2,7 +2,8 @@
 makes no network request.
 
 Needs a Chromium binary: ``scripts/setup.sh`` installs Debian's ``chromium-headless-shell``,
-so the suite runs this wherever setup ran; elsewhere it is skipped, saying so.
+so the suite runs this wherever setup ran; elsewhere it is skipped, saying so, except under
+``CI=true``, where a missing browser is a failure.
 
 No request can escape unseen: every request is sent to a local TCP listener, through
 ``--proxy-server`` (``<-loopback>`` takes away the proxy's implicit bypass of localhost) and
@@ -13,6 +14,7 @@ an ``<img>`` of a remote URL, then that the report reaches it never.
 from __future__ import annotations
 
 import html.parser
+import os
 import shutil
 import socket
 import subprocess
@@ -35,7 +37,10 @@ def _browser() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.skip("no Chromium binary on PATH (scripts/setup.sh installs chromium-headless-shell)")
+    why = "no Chromium binary on PATH (scripts/setup.sh installs chromium-headless-shell)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why}: CI must check the HTML report in a real browser")
+    pytest.skip(why)
 
 
 class Trap:
