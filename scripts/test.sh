@@ -9,7 +9,7 @@
 #   2. the conformance suite on Slurm 24.11 (CONFORMANCE below): the cluster and submit plugin,
 #      every action kind through the backend contract, all policies on 30 jobs, sharing,
 #      suspend/resume/preempt, the lease and fail-open, the fault tests, the service tools and
-#      the advisor on real accounting (slurmdbd);
+#      the advisor on real accounting (slurmdbd), a sweep as a job array with a killed task;
 #      on its own cluster (state dir and ports of its own).
 # With arguments, only run 1 with those pytest arguments (e.g. `bash scripts/test.sh tests/unit`).
 set -euo pipefail
@@ -21,6 +21,7 @@ CONFORMANCE=(
   tests/integration/test_service_faults.py
   tests/integration/test_service_tools.py
   tests/integration/test_advisor_on_slurm.py
+  tests/integration/test_sweep_on_slurm.py
 )
 bash scripts/setup.sh
 .venv/bin/python -m ruff check slurm_sched tests benchmarks
