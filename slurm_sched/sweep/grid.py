@@ -27,7 +27,7 @@ The format (``docs/sweeps.md`` has the full reference)::
 
     [[exclude]]                        # drop the cells that match every key given
     policy = "pollux"
-    load = 480
+    load = [360, 480]                  # a list matches any of its values
 
 Cells are the cross product trace x load x seed x cluster x policy x world x restart overhead,
 less the ``exclude`` matches (and, when ``include`` is given, only the cells that match one of
@@ -287,6 +287,9 @@ def _match(p: Path, key: str, i: int, entry: dict[str, Any]) -> dict[str, Any]:
                        f"unknown key; known: {', '.join(MATCH_KEYS)}")
     if not entry:
         raise _err(p, f"{key}[{i}]", entry, "empty: it would match every cell")
+    for k, v in entry.items():
+        if isinstance(v, list) and not v:
+            raise _err(p, f"{key}[{i}].{k}", v, "an empty list matches no cell")
     return entry
 
 
@@ -294,7 +297,8 @@ def _matches(cell: Cell, entry: Mapping[str, Any]) -> bool:
     axes = {"trace": cell.trace_label, "load": cell.load, "seed": cell.seed,
             "cluster": cell.cluster, "policy": cell.policy, "world": cell.world,
             "restart_overhead_s": cell.restart_overhead_s}
-    return all(axes[k] == v for k, v in entry.items())
+    # a list matches any of its values
+    return all(axes[k] in v if isinstance(v, list) else axes[k] == v for k, v in entry.items())
 
 
 @dataclass(frozen=True)
@@ -366,7 +370,10 @@ def validate(grid: Grid, expanded: Expanded) -> None:
                 trace_field = f"{t.where}.file" if t.file else f"{t.where}.jobs"
                 where = {"policy": _policy_field(pol, e), "cluster": "clusters",
                          "world": "worlds", "trace": trace_field}[key[0]]
-                shown = e.value if e.value is not None else cell.cluster
+                entry_value = {"policy": pol.name, "cluster": cell.cluster,
+                               "world": cell.world,
+                               "trace": t.file if t.file else list(t.loads)}[key[0]]
+                shown = e.value if e.value is not None and key[0] != "trace" else entry_value
                 msg = e.message if e.source is None or key[0] != "trace" else e.one_line()
                 n = sum(1 for o in expanded.origin.values() if o[1] is pol)
                 used = f"cell {cid}" + (f" and {n - 1} more" if key[0] == "policy" and n > 1

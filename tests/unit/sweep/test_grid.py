@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
 from slurm_sched.cli import main
@@ -31,6 +34,17 @@ def test_exclude_and_include(write_grid):
     text = GRID + '\n[[include]]\nload = 4\n'
     _, cells = load_and_expand(write_grid(text))
     assert len(cells) == 2 * 2 * 2 and all(c.load == 4 for c in cells)
+
+
+def test_a_list_in_a_match_entry_matches_any_of_its_values(write_grid):
+    text = GRID + '\n[[include]]\nload = [3, 4]\npolicy = ["fifo"]\n'
+    _, cells = load_and_expand(write_grid(text))
+    assert len(cells) == 2 * 2 * 2 and {c.policy for c in cells} == {"fifo"}
+    text = GRID + '\n[[exclude]]\ncluster = ["1x4", "2x4"]\npolicy = "fifo"\n'
+    _, cells = load_and_expand(write_grid(text))
+    assert len(cells) == 10 and {c.policy for c in cells} == {"tiresias-10"}
+    assert "field 'include[0].load' = []: an empty list matches no cell" in _error(
+        write_grid, GRID + "\n[[include]]\nload = []\n")
 
 
 def test_cell_ids_are_stable_unique_and_readable(write_grid):
@@ -96,6 +110,13 @@ def test_more_validation_errors(write_grid, extra, expected):
     assert expected in _error(write_grid, GRID + extra)
 
 
+def test_an_unreadable_trace_is_named_by_its_file(write_grid, tmp_path):
+    bad = tmp_path / "cluster.csv"
+    bad.write_text("num_switch,num_node_p_switch\n1,2\n")
+    msg = _error(write_grid, GRID + f'\n[[traces]]\nfile = "{bad}"\n')
+    assert f"field 'traces[2].file' = '{bad}': " in msg and "cannot detect the trace" in msg
+
+
 def test_top_level_errors(write_grid):
     assert "field 'metrics[0]' = 'avg_jct'" in _error(
         write_grid, 'metrics = ["avg_jct"]\n' + GRID)
@@ -125,3 +146,14 @@ def test_the_bundled_grid_is_valid_and_has_120_cells():
     assert len(cells) == 5 * 4 * 6
     assert {c.world for c in cells} == {"sjf-bsbf"}
     assert sorted({c.load for c in cells}) == [120, 180, 240, 360, 480]
+
+
+def test_the_benchmark_grid_pairs_each_family_with_its_world_in_200_cells():
+    grid = Path(__file__).resolve().parents[3] / "benchmarks" / "grids" / "all-policies-200.toml"
+    _, cells = load_and_expand(grid)
+    assert len(cells) == 200
+    per_world = Counter(c.world for c in cells)
+    assert per_world == {"sjf-bsbf": 108 + 14, "muri": 40, "rubick": 8, "a-srpt": 18,
+                         "gpu-generations": 12}
+    assert {c.policy for c in cells if c.world == "muri"} >= {"muri-s", "muri-l"}
+    assert all(c.restart_overhead_s == 10.0 for c in cells if c.world == "muri")
