@@ -76,6 +76,7 @@ class TraceEntry:
     generator: str | None = None
     loads: tuple[int, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
+    found: bool = True  # False: the file is neither a path nor a bundled trace (validate says so)
 
     @property
     def where(self) -> str:
@@ -217,8 +218,9 @@ def _trace(p: Path, i: int, t: dict[str, Any]) -> TraceEntry:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
                                   or limit < 1):
             raise _err(p, f"{where}.limit", limit, "expected an integer >= 1")
-        return TraceEntry(i, label or Path(file).stem, file=_resolve_file(p, where, file),
-                          format=fmt, limit=limit)
+        resolved = _resolve_file(p, file)
+        return TraceEntry(i, label or Path(file).stem, file=resolved or file, format=fmt,
+                          limit=limit, found=resolved is not None)
     gen = t["generator"]
     if gen not in workload.GENERATORS:
         raise _err(p, f"{where}.generator", gen,
@@ -237,16 +239,16 @@ def _trace(p: Path, i: int, t: dict[str, Any]) -> TraceEntry:
     return TraceEntry(i, label or gen, generator=gen, loads=loads, params=params)
 
 
-def _resolve_file(p: Path, where: str, file: str) -> str:
-    """A path (relative to the grid file's folder) made absolute, or a bundled name as is."""
+def _resolve_file(p: Path, file: str) -> str | None:
+    """A path (relative to the grid file's folder) made absolute, a bundled name as is, or
+    None when it is neither (reported by :func:`validate`, which names the cells using it)."""
     as_path = Path(file) if Path(file).is_absolute() else p.parent / file
     if as_path.is_file():
         return str(as_path.resolve())
     try:
         traces.bundled(file)
     except InputError:
-        raise _err(p, f"{where}.file", file, "no such file (relative to the grid file's "
-                   "folder) nor a bundled trace of that name") from None
+        return None
     return file
 
 
@@ -392,6 +394,9 @@ def _policy_field(pol: PolicyEntry, e: InputError) -> str:
 def _check_trace(t: TraceEntry, cell: Cell) -> None:
     """A file trace must read; a generator must build its largest load (first seed)."""
     if t.file is not None:
+        if not t.found:
+            raise InputError("no such file (relative to the grid file's folder) nor a bundled "
+                             "trace of that name", value=t.file)
         workload.load_jobs(cell.trace)
         return
     trace = {**cell.trace, "jobs": max(t.loads)}

@@ -82,8 +82,7 @@ def test_validation_names_entry_field_and_cell(write_grid, old, new, expected):
     msg = _error(write_grid, GRID.replace(old, new))
     assert msg.startswith(str(write_grid().parent / "grid.toml") + ": ")
     assert expected in msg, msg
-    if "trace" not in expected:
-        assert "(used by cell " in msg, msg
+    assert "(used by cell " in msg, msg
 
 
 def test_policy_error_counts_the_cells_that_use_it(write_grid):
@@ -157,3 +156,12 @@ def test_the_benchmark_grid_pairs_each_family_with_its_world_in_200_cells():
                          "gpu-generations": 12}
     assert {c.policy for c in cells if c.world == "muri"} >= {"muri-s", "muri-l"}
     assert all(c.restart_overhead_s == 10.0 for c in cells if c.world == "muri")
+
+
+def test_run_with_a_bad_grid_fails_before_anything_runs(write_grid, tmp_path, capsys):
+    out = tmp_path / "out"
+    grid = write_grid(GRID.replace(f'file = "{TINY}"', 'file = "no/such.csv"'))
+    assert main(["sweep", "run", str(grid), "--out", str(out)]) == 2
+    _, err = capsys.readouterr()
+    assert "field 'traces[0].file' = 'no/such.csv'" in err and "(used by cell fifo_such_" in err
+    assert not out.exists()
