@@ -156,7 +156,7 @@ def submit_and_wait(cells: Sequence[Cell], grid: Path, out: Path, opts: SlurmOpt
     k = min(opts.chunks or len(todo), MAX_CHUNKS, len(todo))
     chunks = chunk(todo, k)
     summary.manifest = write_manifest(out, grid, chunks)
-    # slurmd opens --output before the task runs and fails the launch when its folder is missing
+    # slurmd fails the launch of an array element whose --output folder is missing
     (out / STATE_DIR / "logs").mkdir(parents=True, exist_ok=True)
     indices = list(range(len(chunks)))
     prog = progress or Progress(len(cells), enabled=False)
