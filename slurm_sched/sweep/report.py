@@ -145,9 +145,15 @@ def format_table(summary: Sequence[dict[str, Any]], metric: str = "avg_jct_s") -
             line += ["-" if sp is None else f"{sp:.3f}",
                      "-" if sp is None or math.isnan(spci) else f"{spci:.3f}"]
         lines.append(line)
-    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return aligned(lines)
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as left-aligned columns two spaces apart, the first row a header
+    underlined with dashes."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in lines]
+            for row in rows]
     text.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(text)
 

@@ -40,11 +40,7 @@ def _plan_table(cells: tuple[Cell, ...], est: calibrate.Estimate | None,
         if est:
             row.append(_fmt_s(est.per_cell_s[i]))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return report.aligned(rows)
 
 
 @sweep.command()
