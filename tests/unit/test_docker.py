@@ -1,4 +1,4 @@
-"""docker/ cannot be built on this machine (no container engine): check it by reading.
+"""docker/ read without Docker (the build and the cluster run in tests/docker/).
 
 compose.yaml parses and has a controller, at least two slurmd and the scheduler, each node of
 the topology it gives cluster.sh; every file a Dockerfile COPYs exists in the build context;
@@ -51,7 +51,10 @@ def _copy_sources(args: str) -> list[str]:
     if args.startswith("["):
         parts = json.loads(args)
     else:
-        parts = [p for p in shlex.split(args) if not p.startswith("--")]
+        words = shlex.split(args)
+        if any(w.startswith("--from=") for w in words):
+            return []  # from an earlier stage, not from the build context
+        parts = [p for p in words if not p.startswith("--")]
     return parts[:-1]
 
 
