@@ -15,12 +15,13 @@
 #   3. The base image `debian:bookworm-slim`: pulled when a registry answers, otherwise made
 #      with `debootstrap --variant=minbase bookworm` from Debian's archive and `docker import`.
 #   4. The project image `slurm-sched:latest` (docker/Dockerfile, classic builder, host
-#      network). A TLS-inspecting proxy's CA: the bundle `PIP_CERT` or `REQUESTS_CA_BUNDLE`
+#      network), unless one built from the same sources exists. A TLS-inspecting proxy's CA: the bundle `PIP_CERT` or `REQUESTS_CA_BUNDLE`
 #      names is copied to docker/ca/ for the build stage only (docker/ca/README.md).
 #   5. `compose up -d`, then waiting until all four nodes are idle in `sinfo` and the scheduler's
 #      metrics answer.
 #
-# Env: DOCKER_UP_REBUILD=1 rebuilds the project image even when it exists.
+# The project image is rebuilt when what it copies (package, plugin, templates, docker/)
+# changed since it was built (a digest in its label); DOCKER_UP_REBUILD=1 rebuilds it anyway.
 # Exit status 0 when the cluster is up; 1 with one line naming the failed step and its log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -97,7 +98,13 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
 fi
 
 # ---------------------------------------------------------------- 4. the project image
-if [[ ${DOCKER_UP_REBUILD:-0} == 1 ]] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+# the image is labelled with a digest of what the build copies; another digest rebuilds it
+source_digest=$(find pyproject.toml README.md slurm_sched plugin sbatch_templates docker \
+    -type f ! -path '*/__pycache__/*' ! -path 'slurm_sched/_native/*' ! -name '*.pem' -print0 \
+  | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+built_from=$(docker image inspect -f '{{index .Config.Labels "org.slurm-sched.source"}}' \
+  "$IMAGE" 2>/dev/null || true)
+if [[ ${DOCKER_UP_REBUILD:-0} == 1 || $built_from != "$source_digest" ]]; then
   ca=${PIP_CERT:-${REQUESTS_CA_BUNDLE:-}}
   rm -f docker/ca/host.pem
   if [[ -n $ca && -f $ca ]]; then
@@ -106,7 +113,8 @@ if [[ ${DOCKER_UP_REBUILD:-0} == 1 ]] || ! docker image inspect "$IMAGE" >/dev/n
   fi
   log "building $IMAGE (log: $LOG_DIR/docker-build.log)"
   t0=$SECONDS
-  DOCKER_BUILDKIT=0 docker build --network host -f docker/Dockerfile -t "$IMAGE" . \
+  DOCKER_BUILDKIT=0 docker build --network host -f docker/Dockerfile -t "$IMAGE" \
+    --label "org.slurm-sched.source=$source_digest" . \
     >"$LOG_DIR/docker-build.log" 2>&1 \
     || { rm -f docker/ca/host.pem; die "docker build failed (log: $LOG_DIR/docker-build.log)"; }
   rm -f docker/ca/host.pem

@@ -95,8 +95,8 @@ class DockerCluster:
         return out.strip().split(";")[0]
 
     def jobs(self) -> dict[str, SlurmJob]:
-        _, jobs = read_jobs(json.loads(self.ctl("scontrol", "-d", "show", "job", "--json")),
-                            "scontrol show job --json (docker)")
+        _, jobs = read_jobs(json.loads(self.ctl("squeue", "--json", "--states=all")),
+                            "squeue --json (docker)")
         return {j.job_id: j for j in jobs}
 
     def log(self, job_id: str) -> str:
