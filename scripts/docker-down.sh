@@ -16,6 +16,8 @@ else
 fi
 docker info >/dev/null 2>&1 || { log "no Docker daemon answers: nothing to remove"; exit 0; }
 "${COMPOSE[@]}" -p slurm-sched -f docker/compose.yaml down -v --remove-orphans >&2
+# compose leaves the volume when its containers were removed by other means
+docker volume rm -f slurm-sched_slurm >/dev/null 2>&1 || true
 if [[ ${1:-} == --images ]]; then
   docker image rm -f slurm-sched:latest >&2 || true
 fi
