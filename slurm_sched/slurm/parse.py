@@ -78,6 +78,9 @@ __all__ = [
 ]
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+#: The reason Slurm gives a job an operator held with ``scontrol hold`` (a user's ``uhold``, a
+#: ``requeuehold`` and an older plugin's submit hold read ``JobHeldUser``)
+ADMIN_HOLD_REASON = "JobHeldAdmin"
 
 
 def _document(
@@ -382,6 +385,12 @@ class SlurmJob:
         return self.state is SlurmJobState.PENDING and (
             self.reason in HELD_REASONS or self.priority == 0
         )
+
+    @property
+    def admin_held(self) -> bool:
+        """Held by an operator (``scontrol hold``): the scheduler neither starts nor releases
+        it; only ``scontrol release`` does."""
+        return self.held and self.reason == ADMIN_HOLD_REASON
 
     @property
     def holds_resources(self) -> bool:

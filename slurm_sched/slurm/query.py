@@ -26,7 +26,7 @@ from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, Slu
 from slurm_sched.model import Cluster
 from slurm_sched.slurm import parse
 from slurm_sched.slurm.document_errors import SlurmJsonError
-from slurm_sched.slurm.parse import SlurmJob
+from slurm_sched.slurm.parse import SlurmJob, SlurmNode
 from slurm_sched.slurm.shared import BackendState, Slot, log
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
@@ -120,6 +120,7 @@ class SlurmQuery:
             )
         self.state.nodes = managed
         self.state.node_by_name = {n.name: n for n in managed}
+        self._note_availability(managed)
         cluster = parse.cluster_from_nodes(managed, self.state.partitions)
         if self.state.cluster is None or cluster != self.state.cluster:
             self.state.cluster = cluster
@@ -134,6 +135,22 @@ class SlurmQuery:
                 spg,
             )
         self.state.sinfo_at = time.monotonic()
+
+    def _note_availability(self, nodes: list[SlurmNode]) -> None:
+        """Notice nodes on which no job can start any more (drained, down...) and nodes that
+        can run jobs again; the view offers no GPU of an unavailable node."""
+        before = self.state.unavailable_nodes
+        now = {n.name: str(n.status) for n in nodes if not n.available}
+        for n in nodes:
+            if n.name in now and before.get(n.name) != now[n.name]:
+                log.info("node %s is %s (%s): no new job is placed there", n.name,
+                         now[n.name], n.reason or "no reason given")
+                self.state.notice("node_unavailable", node=n.name, state=now[n.name],
+                                  reason=n.reason, why="no new job is placed on it")
+            elif n.name not in now and n.name in before:
+                log.info("node %s is %s again: jobs may be placed there", n.name, n.status)
+                self.state.notice("node_available", node=n.name, state=str(n.status))
+        self.state.unavailable_nodes = now
 
     def _query_json(self, argv: list[str]) -> dict[str, Any]:
         res = self.state.runner.run(argv)

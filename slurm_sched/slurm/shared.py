@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slurm_sched.model import (
     ActionResult,
@@ -113,6 +113,15 @@ class BackendState:
     #: GPUs Slurm counts as used that no job holds, confirmed by two fresh looks (a Slurm
     #: 22.05.8 accounting leak after a slurmctld restart); not offered to the policy
     phantom_gpus: frozenset[Slot] = frozenset()
+    #: what the backend noticed Slurm or an operator change and how it reacted, oldest first:
+    #: ``(event, fields)``, taken by :meth:`SlurmBackend.take_notices` (the decision log)
+    notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: managed jobs an operator holds (``scontrol hold``), as of the last fresh squeue
+    admin_held: set[str] = field(default_factory=set)
+    #: each unfinished managed job's time limit as last seen (None: no limit)
+    time_limits: dict[str, float | None] = field(default_factory=dict)
+    #: managed nodes on which no job can start (drained, down...): node -> its state
+    unavailable_nodes: dict[str, str] = field(default_factory=dict)
     # ---- the read side (query.py)
     version: SlurmVersion | None = None
     nodes: list[SlurmNode] = field(default_factory=list)
@@ -148,6 +157,10 @@ class BackendState:
     progress_cache: dict[str, tuple[int, int, Progress | None]] = field(default_factory=dict)
     # ---- apply results by request id (apply is idempotent per request_id)
     results: dict[str, ActionResult] = field(default_factory=dict)
+
+    def notice(self, event: str, **fields: Any) -> None:
+        """Record what the backend noticed (see ``notices``)."""
+        self.notices.append((event, fields))
 
     def managed(self, job: SlurmJob) -> bool:
         """The job is in a managed partition."""
