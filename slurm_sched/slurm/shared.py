@@ -46,6 +46,10 @@ log = logging.getLogger("slurm_sched.slurm.backend")
 Slot = tuple[str, int]
 FOREIGN = "<foreign>"
 
+#: notices kept for a user of the backend that does not take them (the daemon takes them every
+#: cycle)
+MAX_NOTICES = 10_000
+
 RUNNING_STATES = frozenset({SlurmJobState.RUNNING, SlurmJobState.CONFIGURING})
 PENDING_STATES = frozenset(
     {
@@ -159,8 +163,11 @@ class BackendState:
     results: dict[str, ActionResult] = field(default_factory=dict)
 
     def notice(self, event: str, **fields: Any) -> None:
-        """Record what the backend noticed (see ``notices``)."""
+        """Record what the backend noticed (see ``notices``); a user that never takes them
+        keeps the newest :data:`MAX_NOTICES`."""
         self.notices.append((event, fields))
+        if len(self.notices) > MAX_NOTICES:
+            del self.notices[: len(self.notices) - MAX_NOTICES]
 
     def managed(self, job: SlurmJob) -> bool:
         """The job is in a managed partition."""
