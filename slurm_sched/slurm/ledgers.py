@@ -101,6 +101,12 @@ class Ledgers:
                 and (not job.held or job.admin_held)
                 and jid not in self.state.intents  # pinned or being requeued by us on purpose
                 and self.state.lease.due(job.eligible_time_s, now)
+                # a held job whose begin time Slurm would not show: once per renewal window
+                and not (
+                    job.admin_held
+                    and now - self.state.renewed_at.get(jid, -1e18)
+                    < self.state.lease.renew_window_s
+                )
             ):
                 lease_due.append(jid)
         # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)

@@ -151,11 +151,11 @@ def test_drained_node_gets_no_new_job_and_is_used_again_after_resume(
         cycles_at_drain = run.cycles()
         drained_at = time.time()
         scontrol(slurm_cluster, "update", f"nodename={node}", "state=drain", "reason=admin-test")
-        [seen] = wait_for(
+        seen = wait_for(
             lambda: run.events("node_unavailable", node=node),
             NODE_REFRESH_S + 10,
             f"the daemon to see {node} drained",
-        )
+        )[0]
         wait_for(lambda: all_final(slurm_cluster, ids), 90, "every job final", step_s=0.5)
         jobs = squeue_jobs(slurm_cluster)
         started_after = {j for j in ids if jobs[j].start_time_s > drained_at}

@@ -57,6 +57,11 @@ def test_operator_hold_is_not_offered_not_released_and_keeps_its_lease(tmp_path:
     assert not [x for x in runner.lines if x.startswith("release 28") or "JobId=28 Node" in x]
     [held] = events(backend, "admin_hold")
     assert held["job_id"] == "28" and "not released" in held["why"]
+    # renewed once per renewal window, even where Slurm shows a held job without a begin time
+    runner.squeue = squeue_with(("28", {**ADMIN_HELD, "eligible_time": 0}))
+    backend.snapshot()
+    assert runner.lines.count("update JobId=28 StartTime=now+120") == 1
+    assert events(backend, "admin_hold") == []  # noticed once
     # the operator releases it: the policy gets it back, pending under its lease
     runner.squeue = squeue_with(("28", RELEASED))
     snap = backend.snapshot()
