@@ -126,6 +126,8 @@ class BackendState:
     time_limits: dict[str, float | None] = field(default_factory=dict)
     #: managed nodes on which no job can start (drained, down...): node -> its state
     unavailable_nodes: dict[str, str] = field(default_factory=dict)
+    #: managed partitions whose jobs Slurm does not start (DOWN, INACTIVE): name -> state
+    down_partitions: dict[str, str] = field(default_factory=dict)
     # ---- the read side (query.py)
     version: SlurmVersion | None = None
     nodes: list[SlurmNode] = field(default_factory=list)
@@ -172,6 +174,12 @@ class BackendState:
     def managed(self, job: SlurmJob) -> bool:
         """The job is in a managed partition."""
         return any(p in self.partitions for p in job.partition.split(","))
+
+    def partition_down(self, job: SlurmJob) -> bool:
+        """Every managed partition of the job is down or inactive: Slurm starts none of its
+        jobs."""
+        parts = [p for p in job.partition.split(",") if p in self.partitions]
+        return bool(parts) and all(p in self.down_partitions for p in parts)
 
     def is_shard_job(self, jid: str) -> bool:
         job = self.slurm.get(jid)

@@ -152,3 +152,32 @@ def test_daemon_logs_what_it_noticed_and_never_releases_an_operators_hold(tmp_pa
     starts = [r for r in rows if r.get("kind") == "start"]
     assert starts and all(r["job_id"] != "28" for r in starts)
     assert all(p["node"] != "v100-1" for r in starts for p in r["action"]["placement"]["parts"])
+
+
+def test_partition_down_offers_none_of_its_pending_jobs_until_up_again(tmp_path: Path) -> None:
+    backend, runner = make(recorded("squeue_mixed.json"), tmp_path, sinfo_refresh_s=0.0)
+    runner.partitions = (
+        "PartitionName=sched AllowGroups=ALL Nodes=a100-[1-2],v100-[1-2] State=DOWN TotalNodes=4\n"
+        "PartitionName=direct State=UP\n"
+    )
+    snap = backend.snapshot()
+    assert [v.job_id for v in snap.pending] == []  # 38 and the held jobs wait for the partition
+    assert {v.job_id for v in snap.running} >= {"29", "30", "31", "39"}  # running ones go on
+    [down] = events(backend, "partition_unavailable")
+    assert (down["partition"], down["state"]) == ("sched", "DOWN")
+    [r] = backend.apply([Start(job_id="38", placement=Placement.of({"a100-1": [2]}))])
+    assert not r.ok
+    runner.partitions = "PartitionName=sched State=UP\nPartitionName=direct State=UP\n"
+    snap = backend.snapshot()
+    assert "38" in {v.job_id for v in snap.pending}
+    assert events(backend, "partition_available") == [{"partition": "sched", "state": "UP"}]
+
+
+def test_partition_states_are_read_from_scontrols_one_line_form() -> None:
+    from slurm_sched.slurm.parse import read_partition_states
+
+    text = (
+        "PartitionName=sched AllowGroups=ALL Default=YES State=INACTIVE TotalCPUs=8\n"
+        "PartitionName=direct State=up\n\nnot a partition line\n"
+    )
+    assert read_partition_states(text) == {"sched": "INACTIVE", "direct": "UP"}
