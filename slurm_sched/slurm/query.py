@@ -122,7 +122,8 @@ class SlurmQuery:
         self.state.nodes = managed
         self.state.node_by_name = {n.name: n for n in managed}
         self._note_availability(managed)
-        self._refresh_partitions()
+        if time.monotonic() - self.state.partitions_at >= self.state.sinfo_refresh_s:
+            self._refresh_partitions()  # not with every eager node read: states change rarely
         cluster = parse.cluster_from_nodes(managed, self.state.partitions)
         if self.state.cluster is None or cluster != self.state.cluster:
             self.state.cluster = cluster
@@ -144,7 +145,7 @@ class SlurmQuery:
         before = self.state.unavailable_nodes
         now = {n.name: str(n.status) for n in nodes if not n.available}
         for n in nodes:
-            if n.name in now and before.get(n.name) != now[n.name]:
+            if n.name in now and n.name not in before:
                 log.info("node %s is %s (%s): no new job is placed there", n.name,
                          now[n.name], n.reason or "no reason given")
                 self.state.notice("node_unavailable", node=n.name, state=now[n.name],
@@ -164,6 +165,7 @@ class SlurmQuery:
             log.warning("%s failed (partition states kept): %s", " ".join(argv),
                         (res.stderr or res.stdout).strip()[:200])
             return
+        self.state.partitions_at = time.monotonic()
         states = parse.read_partition_states(res.stdout)
         down = {
             p: s

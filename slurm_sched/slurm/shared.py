@@ -139,6 +139,7 @@ class BackendState:
     slurm_view_shards: bool = False  # the last sinfo is fresh and shard jobs are running
     phantom_seen: frozenset[Slot] = frozenset()
     sinfo_eager_until: float = 0.0  # read sinfo with every fresh squeue until then
+    partitions_at: float = -1e18  # when the partition states were read (monotonic)
     # ---- the current view, rebuilt by snapshot() and updated by apply()
     slurm: dict[str, SlurmJob] = field(default_factory=dict)
     views: dict[str, JobView] = field(default_factory=dict)
