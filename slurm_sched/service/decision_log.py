@@ -59,7 +59,7 @@ class DecisionLog:
             self._write(line)
         self._f.flush()
 
-    def event(self, now_s: float, name: str, **fields: Any) -> None:
+    def event(self, now_s: float, name: str, /, **fields: Any) -> None:
         """Append one event line (``{"t", "cycle", "policy", "event": name, **fields}``)."""
         if self._f is None:
             return

@@ -150,7 +150,7 @@ class Ledgers:
         self.state.time_limits[jid] = job.time_limit_s
         if seen != job.time_limit_s:
             log.info("job %s: time limit changed from %s s to %s s", jid, seen, job.time_limit_s)
-            self.state.notice("time_limit", job_id=jid, was_s=seen, now_s=job.time_limit_s)
+            self.state.notice("time_limit", job_id=jid, limit_was_s=seen, limit_s=job.time_limit_s)
 
     def _hand_over(self, jobs: Sequence[SlurmJob], now: float) -> None:
         """Let Slurm schedule jobs the scheduler cannot: begin time now, released if held."""

@@ -390,7 +390,7 @@ def test_admin_time_limit_change_is_kept(run: Run, slurm_cluster: MiniCluster) -
     finally:
         cancel_and_wait(slurm_cluster, ids)
     assert set(limits) == {180.0}, limits  # through the daemon's leases, pin and start
-    assert (changed["was_s"], changed["now_s"]) == (600.0, 180.0), changed
+    assert (changed["limit_was_s"], changed["limit_s"]) == (600.0, 180.0), changed
     commands = [c for r in run.decisions() for c in r.get("commands", [])]
     assert [r for r in run.starts() if r["job_id"] == target]
     assert not [c for c in commands if "timelimit" in c.lower()], commands

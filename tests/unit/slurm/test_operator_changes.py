@@ -78,7 +78,9 @@ def test_changed_time_limit_and_cancelled_job_are_noticed(tmp_path: Path) -> Non
     assert backend.take_notices() == []  # jobs that ended before the first look: no notice
     runner.squeue = squeue_with(("38", {"time_limit": 3}))
     backend.snapshot()
-    assert events(backend, "time_limit") == [{"job_id": "38", "was_s": None, "now_s": 180.0}]
+    assert events(backend, "time_limit") == [
+        {"job_id": "38", "limit_was_s": None, "limit_s": 180.0}
+    ]
     assert not [x for x in runner.lines if "timelimit" in x.lower()]  # never set by us
     runner.squeue = squeue_with(
         ("38", {"time_limit": 3, "job_state": "CANCELLED", "end_time": NOW}),
@@ -181,3 +183,15 @@ def test_partition_states_are_read_from_scontrols_one_line_form() -> None:
         "PartitionName=direct State=up\n\nnot a partition line\n"
     )
     assert read_partition_states(text) == {"sched": "INACTIVE", "direct": "UP"}
+
+
+def test_decision_log_event_takes_any_field_name(tmp_path: Path) -> None:
+    """A notice's fields go into the event line whatever their names, ``now_s`` and ``name``
+    included (the method's own parameters are positional-only)."""
+    from slurm_sched.service.decision_log import DecisionLog
+
+    log = DecisionLog(tmp_path / "d.jsonl", "fifo")
+    log.event(5.0, "time_limit", now_s=180.0, name="x", job_id="1")
+    log.close()
+    [row] = read_decisions(tmp_path / "d.jsonl")
+    assert (row["event"], row["now_s"], row["name"], row["t"]) == ("time_limit", 180.0, "x", 5.0)
