@@ -251,6 +251,28 @@ class SlurmBackend(ClusterBackend):
         runner = self.runner
         return list(runner.recorded) if isinstance(runner, DryRunRunner) else []
 
+    def take_notices(self) -> list[tuple[str, dict[str, Any]]]:
+        """What the backend noticed since the last call, oldest first, as ``(event, fields)``:
+        ``node_unavailable`` / ``node_available`` (a node drained, down or back), ``admin_hold``
+        / ``admin_release`` (an operator's ``scontrol hold`` seen or gone: such a job is not
+        offered to the policy, keeps its lease and is never released by the scheduler),
+        ``start_taken_back`` (a pinned job Slurm did not start, with Slurm's reason),
+        ``time_limit`` (a job's limit changed in Slurm), ``job_end`` (a managed job reached a
+        final state, cancelled ones included)."""
+        out = self._state.notices
+        self._state.notices = []
+        return out
+
+    @property
+    def admin_held(self) -> frozenset[str]:
+        """Managed jobs an operator holds (``scontrol hold``), as of the last fresh squeue."""
+        return frozenset(self._state.admin_held)
+
+    @property
+    def unavailable_nodes(self) -> dict[str, str]:
+        """Managed nodes no job can start on (drained, down...), with their state."""
+        return dict(self._state.unavailable_nodes)
+
     def held_jobs(self) -> list[str]:
         """Managed jobs that Slurm shows held, as of the last snapshot (:class:`Leases`)."""
         return self._leases.held_jobs()

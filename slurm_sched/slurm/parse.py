@@ -75,9 +75,29 @@ __all__ = [
     "parse_job",
     "read_jobs",
     "read_nodes",
+    "read_partition_states",
 ]
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+#: Partition states under which Slurm starts no job of the partition (a ``DRAIN`` partition
+#: takes no new job but still starts the queued ones)
+UNAVAILABLE_PARTITION_STATES = frozenset({"DOWN", "INACTIVE"})
+#: The reason Slurm gives a job an operator held with ``scontrol hold`` (a user's ``uhold``, a
+#: ``requeuehold`` and an older plugin's submit hold read ``JobHeldUser``)
+ADMIN_HOLD_REASON = "JobHeldAdmin"
+
+
+def read_partition_states(text: str) -> dict[str, str]:
+    """``scontrol show partition -o`` (one ``Key=Value ...`` line per partition, the same on
+    every supported release) -> ``{name: State}`` (upper case: ``UP``, ``DOWN``, ``DRAIN``,
+    ``INACTIVE``); lines without both keys are skipped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = dict(t.split("=", 1) for t in line.split() if "=" in t)
+        name, state = fields.get("PartitionName"), fields.get("State")
+        if name and state:
+            out[name] = state.upper()
+    return out
 
 
 def _document(
@@ -382,6 +402,12 @@ class SlurmJob:
         return self.state is SlurmJobState.PENDING and (
             self.reason in HELD_REASONS or self.priority == 0
         )
+
+    @property
+    def admin_held(self) -> bool:
+        """Held by an operator (``scontrol hold``): the scheduler neither starts nor releases
+        it; only ``scontrol release`` does."""
+        return self.held and self.reason == ADMIN_HOLD_REASON
 
     @property
     def holds_resources(self) -> bool:

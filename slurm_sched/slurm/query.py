@@ -2,8 +2,9 @@
 
 Contract: :class:`SlurmQuery` asks ``scontrol --version`` once and runs the job and node queries
 of that release (``squeue --json`` and ``sinfo --json`` up to 22.05; ``squeue --json
---states=all`` and ``scontrol show nodes --json`` from 23.02), parses them (``parse.py``), keeps
-the nodes of the managed partitions, the :class:`~slurm_sched.model.Cluster` and the shard
+--states=all`` and ``scontrol show nodes --json`` from 23.02) and, with the nodes, ``scontrol show
+partition -o`` (the managed partitions' states), parses them (``parse.py``), keeps the nodes of
+the managed partitions, the :class:`~slurm_sched.model.Cluster` and the shard
 configuration in the shared state, reuses the job list for ``min_query_interval_s`` and the
 node list for ``sinfo_refresh_s``, and finds phantom GPUs (used in Slurm's count, held by no
 job). It runs only read-only commands and never changes the backend's view of jobs: the
@@ -26,7 +27,7 @@ from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, Slu
 from slurm_sched.model import Cluster
 from slurm_sched.slurm import parse
 from slurm_sched.slurm.document_errors import SlurmJsonError
-from slurm_sched.slurm.parse import SlurmJob
+from slurm_sched.slurm.parse import SlurmJob, SlurmNode
 from slurm_sched.slurm.shared import BackendState, Slot, log
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
@@ -120,6 +121,9 @@ class SlurmQuery:
             )
         self.state.nodes = managed
         self.state.node_by_name = {n.name: n for n in managed}
+        self._note_availability(managed)
+        if time.monotonic() - self.state.partitions_at >= self.state.sinfo_refresh_s:
+            self._refresh_partitions()  # not with every eager node read: states change rarely
         cluster = parse.cluster_from_nodes(managed, self.state.partitions)
         if self.state.cluster is None or cluster != self.state.cluster:
             self.state.cluster = cluster
@@ -134,6 +138,50 @@ class SlurmQuery:
                 spg,
             )
         self.state.sinfo_at = time.monotonic()
+
+    def _note_availability(self, nodes: list[SlurmNode]) -> None:
+        """Notice nodes on which no job can start any more (drained, down...) and nodes that
+        can run jobs again; the view offers no GPU of an unavailable node."""
+        before = self.state.unavailable_nodes
+        now = {n.name: str(n.status) for n in nodes if not n.available}
+        for n in nodes:
+            if n.name in now and n.name not in before:
+                log.info("node %s is %s (%s): no new job is placed there", n.name,
+                         now[n.name], n.reason or "no reason given")
+                self.state.notice("node_unavailable", node=n.name, state=now[n.name],
+                                  reason=n.reason, why="no new job is placed on it")
+            elif n.name not in now and n.name in before:
+                log.info("node %s is %s again: jobs may be placed there", n.name, n.status)
+                self.state.notice("node_available", node=n.name, state=str(n.status))
+        self.state.unavailable_nodes = now
+
+    def _refresh_partitions(self) -> None:
+        """The managed partitions' states (``scontrol show partition -o``, with the nodes):
+        notice those set DOWN or INACTIVE (their pending jobs are not offered to the policy)
+        and those up again. A failed query keeps what was known."""
+        argv = ["scontrol", "show", "partition", "-o"]
+        res = self.state.runner.run_unchecked(argv)
+        if not res.ok:
+            log.warning("%s failed (partition states kept): %s", " ".join(argv),
+                        (res.stderr or res.stdout).strip()[:200])
+            return
+        self.state.partitions_at = time.monotonic()
+        states = parse.read_partition_states(res.stdout)
+        down = {
+            p: s
+            for p, s in states.items()
+            if p in self.state.partitions and s in parse.UNAVAILABLE_PARTITION_STATES
+        }
+        before = self.state.down_partitions
+        for p, s in sorted(down.items()):
+            if before.get(p) != s:
+                log.info("partition %s is %s: its pending jobs are not started", p, s)
+                self.state.notice("partition_unavailable", partition=p, state=s,
+                                  why="Slurm starts none of its jobs; they keep their lease")
+        for p in sorted(set(before) - set(down)):
+            log.info("partition %s is %s again", p, states.get(p, "unknown"))
+            self.state.notice("partition_available", partition=p, state=states.get(p, "unknown"))
+        self.state.down_partitions = down
 
     def _query_json(self, argv: list[str]) -> dict[str, Any]:
         res = self.state.runner.run(argv)
