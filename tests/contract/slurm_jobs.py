@@ -138,6 +138,16 @@ def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
     return events
 
 
+def assert_resumes_in_order(job_id: str, events: list[tuple[str, dict[str, str]]]) -> None:
+    """Every run of the job after the first resumed where the last checkpoint left it."""
+    saved = "0"
+    for e, f in events:
+        if e == "start":
+            assert f["resume_from"] == saved, (job_id, events)
+        elif e in ("checkpoint", "done"):
+            saved = f["iterations"]
+
+
 def wait_for(cond: Callable[[], T], timeout_s: float, what: str, step_s: float = 0.2) -> T:
     """Poll ``cond()`` until it returns a truthy value; raise AssertionError on timeout."""
     end = time.monotonic() + timeout_s

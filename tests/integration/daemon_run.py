@@ -17,6 +17,7 @@ from slurm_sched.slurm.cluster import MiniCluster
 from tests.contract.slurm_jobs import (
     STEP_S,
     JobDef,
+    assert_resumes_in_order,
     job_log,
     squeue_jobs,
     submit_sleep_job,
@@ -144,12 +145,7 @@ def check_done_once(cluster: MiniCluster, out: Path, ids: list[str], defs: list[
         iterations = str(max(1, round(d.duration_s / STEP_S)))
         dones = [f for e, f in events if e == "done"]
         assert dones == [{"iterations": iterations}], (jid, events)
-        saved = "0"
-        for e, f in events:
-            if e == "start":
-                assert f["resume_from"] == saved, (jid, events)
-            elif e in ("checkpoint", "done"):
-                saved = f["iterations"]
+        assert_resumes_in_order(jid, events)
 
 
 def metric(port: int, name: str) -> float:
