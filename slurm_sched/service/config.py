@@ -1,7 +1,8 @@
 """The daemon's configuration: a TOML file validated by pydantic-settings.
 
 Every value can also come from the environment (``SLURM_SCHED_<FIELD>``, nested with ``__``),
-which wins over the file. Errors name the file, the field and the bad value in one line.
+which wins over the file; an empty variable counts as unset (a compose file's
+``${VAR:-}`` passes one through). Errors name the file, the field and the bad value in one line.
 
 Example ``/etc/slurm-sched/config.toml``::
 
@@ -38,7 +39,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from slurm_sched.errors import InputError
 from slurm_sched.policy import registry
@@ -91,8 +92,22 @@ class ServiceConfig(BaseSettings):
     """Everything ``slurm-sched run`` needs. Defaults are safe for a first start."""
 
     model_config = SettingsConfigDict(
-        env_prefix="SLURM_SCHED_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix="SLURM_SCHED_", env_nested_delimiter="__", extra="forbid", frozen=True,
+        env_ignore_empty=True,
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_config passes the file's values as init values, which pydantic-settings ranks
+        # first by default: the environment must win over the file (nested tables are merged)
+        return env_settings, init_settings, dotenv_settings, file_secret_settings
 
     policy: str = "tiresias"
     #: Keyword options of the policy (``slurm-sched policies --options`` lists them).

@@ -30,6 +30,22 @@ def test_defaults_and_nested_sections(tmp_path):
     assert cfg.lease_s == 120  # fail-open within 2 minutes by default
 
 
+def test_the_environment_wins_and_an_empty_variable_counts_as_unset(tmp_path, monkeypatch):
+    text = 'policy = "tiresias"\nlease_s = 60\n[policy_options]\nthresholds_gpu_s = [100]\n'
+    for name in ("POLICY", "POLICY_OPTIONS", "LEASE_S"):
+        monkeypatch.setenv(f"SLURM_SCHED_{name}", "")
+    cfg = load_config(write(tmp_path, text))
+    assert (cfg.policy, cfg.policy_options, cfg.lease_s) == (
+        "tiresias", {"thresholds_gpu_s": [100]}, 60)
+    monkeypatch.setenv("SLURM_SCHED_POLICY_OPTIONS", '{"thresholds_gpu_s": [10]}')
+    monkeypatch.setenv("SLURM_SCHED_LEASE_S", "20")
+    cfg = load_config(write(tmp_path, text))
+    assert (cfg.policy_options, cfg.lease_s) == ({"thresholds_gpu_s": [10]}, 20)
+    monkeypatch.setenv("SLURM_SCHED_SAFETY__MIN_RUNTIME_BEFORE_PREEMPT_S", "0")
+    cfg = load_config(write(tmp_path, text + "[safety]\nloop_preemptions = 3\n"))
+    assert (cfg.safety.min_runtime_before_preempt_s, cfg.safety.loop_preemptions) == (0, 3)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
