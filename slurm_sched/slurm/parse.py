@@ -390,6 +390,9 @@ class SlurmJob:
     memory_per_node_mb: int | None
     exit_code: int
     raw_gres_detail: tuple[str, ...] = field(default=(), repr=False)
+    #: Slurm may requeue it (``--requeue``, the cluster's ``JobRequeue`` default); False for
+    #: ``--no-requeue``: ``scontrol requeue`` is refused, so it cannot be preempted or moved
+    requeue: bool = True
     base_state: SlurmJobState = SlurmJobState.UNKNOWN
     state_flags: frozenset[SlurmJobState] = frozenset()
 
@@ -552,6 +555,8 @@ def parse_job(
         memory_per_node_mb=int(mpn) if mpn > 0 else None,
         exit_code=_exit_code(j.get("exit_code")),
         raw_gres_detail=detail,
+        # absent from no release we support; absent means Slurm's default (requeue allowed)
+        requeue=j.get("requeue") is not False,
         base_state=status.base,
         state_flags=status.flags,
     )
