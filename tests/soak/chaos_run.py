@@ -168,28 +168,47 @@ class Chaos:
         return f
 
     def undo(self, f: Fault, now: float) -> None:
+        """Undo a fault; an admin command slurmctld refuses (it may be restarting) is tried
+        again 5 s later."""
+        res: subprocess.CompletedProcess[str] | None = None
         if f.kind == "node_crash":
             self.cluster.start_node(f.target)
         elif f.kind == "ctld_kill":
             self.cluster.start_ctld()
             self.ctld_down = False
         elif f.kind == "drain":
-            self.client("scontrol", "update", f"nodename={f.target}", "state=resume")
+            res = self.client("scontrol", "update", f"nodename={f.target}", "state=resume")
         elif f.kind == "partition_down":
-            self.client("scontrol", "update", f"partitionname={f.target}", "state=up")
-        elif f.kind == "admin_hold" and f.target:
-            self.client("scontrol", "release", f.target)
+            res = self.client("scontrol", "update", f"partitionname={f.target}", "state=up")
+        elif f.kind == "admin_hold" and f.note == "held":
+            res = self.client("scontrol", "release", f.target)
+            if res.returncode != 0 and "already completed" in res.stderr + res.stdout:
+                res = None  # cancelled or ended meanwhile: nothing to release
         elif f.kind == "daemon_kill":
             self.daemon.start()
             self.daemon_down = False
+        if res is not None and res.returncode != 0:
+            f.note = f"undo retried: {res.stderr.strip()}"
+            f.undo_at_s = now + 5
+            return
         f.undone_at_s = now
 
     def undo_due(self, now: float, everything: bool = False) -> None:
-        # slurmctld first: the other undos need it
+        # slurmctld first: the other undos need it (and wait while it is down)
         due = [f for f in self.faults if f.undone_at_s is None and f.undo_at_s is not None
                and (everything or f.undo_at_s <= now)]
         for f in sorted(due, key=lambda f: (f.kind != "ctld_kill", f.at_s)):
+            if f.kind != "ctld_kill" and self.ctld_down:
+                continue
             self.undo(f, time.time())
+        if everything:
+            for _ in range(24):  # admin undos slurmctld refused: a last try for 2 minutes
+                left = [f for f in self.faults if f.undone_at_s is None and f.undo_at_s]
+                if not left:
+                    break
+                time.sleep(5)
+                for f in left:
+                    self.undo(f, time.time())
 
     def fail_open_windows(self, t_end: float) -> list[tuple[float, float]]:
         """When Slurm, not the daemon, may start a managed job: from a daemon kill or a
@@ -366,9 +385,13 @@ def main(argv: list[str] | None = None) -> int:
                 p = queue[0]
                 try:
                     p.job_id = submit(cluster, p, out)
-                except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                except subprocess.CalledProcessError as exc:
                     chaos.submit_errors += 1
-                    print(f"  sbatch failed ({exc}); retrying", flush=True)
+                    print(f"  sbatch failed: {exc.stderr.strip()}; retrying", flush=True)
+                    break
+                except subprocess.TimeoutExpired:
+                    chaos.submit_errors += 1
+                    print("  sbatch timed out; retrying", flush=True)
                     break
                 ids.append(p.job_id)
                 queue.pop(0)

@@ -14,19 +14,19 @@ def act(kind: str, jid: str, t: float, ok: bool = True) -> dict[str, object]:
     return {"t": t, "kind": kind, "job_id": jid, "ok": ok}
 
 
-def test_expand_nodes():
+def test_expand_nodes() -> None:
     assert expand_nodes("a100-[1-2],v100-1") == ["a100-1", "a100-2", "v100-1"]
     assert expand_nodes("n[01-03,7]") == ["n01", "n02", "n03", "n7"]
     assert expand_nodes("None assigned") == []
 
 
-def test_parse_sacct_keeps_the_first_word_of_a_state():
+def test_parse_sacct_keeps_the_first_word_of_a_state() -> None:
     text = "7|CANCELLED by 0|10|20|a100-1\n7|COMPLETED|Unknown|Unknown|None assigned\n"
     runs = parse_sacct(text, float)
     assert runs == [run("7", "CANCELLED", 10, 20, "a100-1"), run("7", "COMPLETED", None, None)]
 
 
-def test_every_start_and_stop_explained():
+def test_every_start_and_stop_explained() -> None:
     runs = [
         run("1", "REQUEUED", 100, 130, "a100-1"),  # preempted by the daemon
         run("1", "COMPLETED", 150, 170, "a100-2"),
@@ -48,7 +48,7 @@ def test_every_start_and_stop_explained():
     assert a.stops == {"daemon decision": 1, "node crash": 1}
 
 
-def test_what_it_cannot_explain_is_named():
+def test_what_it_cannot_explain_is_named() -> None:
     runs = [
         run("1", "REQUEUED", 100, 130, "a100-1"),  # no preempt, no crash
         run("1", "COMPLETED", 150, 170, "a100-1"),  # no start decision after the first
@@ -67,7 +67,7 @@ def test_what_it_cannot_explain_is_named():
     assert "job 4: last record PENDING" in text
 
 
-def test_a_no_requeue_job_may_end_in_node_fail():
+def test_a_no_requeue_job_may_end_in_node_fail() -> None:
     runs = [run("5", "NODE_FAIL", 100, 140, "v100-1")]
     decisions = [act("start", "5", 99.5)]
     ok = audit(["5"], runs, decisions, windows=[], crashes=[("v100-1", 120)], daemon_kills=[],
