@@ -209,6 +209,9 @@ class SlurmNode:
     #: the node's ``gres`` and ``gres_used`` as Slurm printed them
     gres: str = ""
     gres_used: str = ""
+    #: ``shard:0`` in ``gres``: its slurmd has not registered since slurmctld restarted, and
+    #: its shard count is not known (see :class:`~slurm_sched.slurm.gres.NodeGpus`)
+    shards_unregistered: bool = False
 
     @property
     def status(self) -> NodeStatus:
@@ -216,8 +219,16 @@ class SlurmNode:
 
     @property
     def available(self) -> bool:
-        """Whether new jobs can start here (not down, drained, draining, powered down...)."""
-        return self.status.available
+        """Whether new jobs can start here (not down, drained, draining, powered down, nor
+        with its GRES unknown until its slurmd registers)."""
+        return self.status.available and not self.shards_unregistered
+
+    @property
+    def availability(self) -> str:
+        """Its state as the scheduler reports it: Slurm's state and flags, plus
+        ``GRES_UNREGISTERED`` while its shard count is not known."""
+        text = str(self.status)
+        return f"{text}+GRES_UNREGISTERED" if self.shards_unregistered else text
 
 
 def read_nodes(
@@ -315,6 +326,7 @@ def _node(
         reserved_gpus=gpus.reserved,
         gres=gres,
         gres_used=gres_used,
+        shards_unregistered=gpus.shards_unregistered,
     )
 
 

@@ -127,7 +127,12 @@ class SlurmQuery:
         cluster = parse.cluster_from_nodes(managed, self.state.partitions)
         if self.state.cluster is None or cluster != self.state.cluster:
             self.state.cluster = cluster
-        spg = min((n.shards_per_gpu for n in managed if n.num_gpus), default=0)
+        # a node whose slurmd has not registered since a slurmctld restart shows shard:0; it
+        # is unavailable meanwhile and must not turn sharing off for the whole cluster
+        spg = min(
+            (n.shards_per_gpu for n in managed if n.num_gpus and not n.shards_unregistered),
+            default=0,
+        )
         self.state.shards = ShardConfig(spg, self.state.max_jobs_per_gpu)
         if self.state.max_jobs_per_gpu > 1 and spg <= 2 * (self.state.max_jobs_per_gpu - 1):
             log.warning(
@@ -143,7 +148,7 @@ class SlurmQuery:
         """Notice nodes on which no job can start any more (drained, down...) and nodes that
         can run jobs again; the view offers no GPU of an unavailable node."""
         before = self.state.unavailable_nodes
-        now = {n.name: str(n.status) for n in nodes if not n.available}
+        now = {n.name: n.availability for n in nodes if not n.available}
         for n in nodes:
             if n.name in now and n.name not in before:
                 log.info("node %s is %s (%s): no new job is placed there", n.name,
