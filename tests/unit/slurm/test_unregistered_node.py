@@ -1,5 +1,7 @@
-"""A node whose slurmd has not registered since slurmctld restarted (crashed meanwhile) shows
-``shard:0`` in its GRES (recorded: ``tests/golden/slurm/sinfo_ctld_restarted.json``): the node is
+"""A node whose slurmd has not registered since slurmctld restarted (crashed meanwhile): Slurm
+22.05.8 shows ``shard:0`` in its GRES and its state from before the restart (recorded:
+``tests/golden/slurm/sinfo_ctld_restarted.json``), 24.11.5 shows state ``UNKNOWN`` and its
+configured shards (``v24.11/scontrol_show_node_ctld_restarted.json``). Either way the node is
 unavailable until it registers, and the other nodes keep sharing. The runner is the recorded
 fake of ``tests/contract/recorded.py``."""
 
@@ -26,6 +28,12 @@ def test_shard_zero_reads_as_unregistered() -> None:
     by_name = {n.name: n for n in nodes}
     assert by_name["a100-1"].shards_unregistered and not by_name["a100-1"].available
     assert by_name["a100-1"].availability == "MIXED+GRES_UNREGISTERED"
+    assert by_name["a100-2"].available and by_name["a100-2"].shards_per_gpu == 8
+    _, nodes = read_nodes(recorded("v24.11/scontrol_show_node_ctld_restarted.json"),
+                          "scontrol show nodes --json")
+    by_name = {n.name: n for n in nodes}
+    assert not by_name["a100-1"].available and not by_name["a100-1"].shards_unregistered
+    assert by_name["a100-1"].availability == "UNKNOWN"
     assert by_name["a100-2"].available and by_name["a100-2"].shards_per_gpu == 8
 
 
