@@ -36,11 +36,13 @@ def free_port() -> int:
 
 
 class DaemonProcess:
-    """``slurm-sched run`` as a child process; its log goes to ``<dir>/daemon-<n>.log``."""
+    """``slurm-sched run`` as a child process; its log goes to ``<dir>/daemon-<n>.log``.
+    ``env``: its whole environment (default: the test's)."""
 
-    def __init__(self, config: Path, log_dir: Path) -> None:
+    def __init__(self, config: Path, log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.config = config
         self.log_dir = log_dir
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -52,6 +54,7 @@ class DaemonProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=REPO,
+            env=self.env,
         )
         log.close()
 
@@ -91,13 +94,26 @@ def write_config(
     metrics_port: int | None = None,
     node_refresh_s: float | None = None,
     start_timeout_s: float = 15,
+    policy_options: dict[str, float] | None = None,
+    clients_from_path: bool = False,
 ) -> Path:
+    """The daemon's TOML config for ``cluster``. ``clients_from_path``: name the cluster by its
+    ``slurm_conf`` and settings dir instead of ``mini_cluster``, so that the Slurm clients the
+    daemon runs are the first on its own ``PATH`` (a mini cluster's ``env.sh`` would put its
+    Slurm's ``bin`` first)."""
+    where = (
+        f'slurm_conf = "{cluster.slurm_conf}"\n'
+        f'settings_dir = "{cluster.state_dir / "job-settings"}"\n'
+        if clients_from_path
+        else f'mini_cluster = "{cluster.state_dir}"\n'
+    )
+    options = "".join(f"{k} = {v!r}\n" for k, v in (policy_options or {}).items())
     path.write_text(
         f'policy = "{policy}"\n'
         f"period_s = {PERIOD_S}\n"
         f"lease_s = {LEASE_S}\n"
-        f'mini_cluster = "{cluster.state_dir}"\n'
-        f'managed_partitions = ["{cluster.managed_partitions[0]}"]\n'
+        + where
+        + f'managed_partitions = ["{cluster.managed_partitions[0]}"]\n'
         f'state_dir = "{path.parent / "state"}"\n'
         "command_timeout_s = 15\n"
         f"start_timeout_s = {start_timeout_s}\n"
@@ -107,7 +123,7 @@ def write_config(
         "[observability]\n"
         f'decision_log = "{path.parent / "decisions.jsonl"}"\n'
         f"metrics_port = {metrics_port if metrics_port is not None else 0}\n"
-        'log_level = "INFO"\n'
+        'log_level = "INFO"\n' + ("[policy_options]\n" + options if options else "")
     )
     return path
 
