@@ -4,12 +4,13 @@
 The exact moment is hit at the process boundary: the daemon runs the Slurm clients from its own
 ``PATH``, whose first directory holds an ``scontrol`` wrapper (:class:`CtldKiller`). Once armed
 with a pattern, the first ``scontrol`` call whose command line (argv, or the batch it reads on
-stdin) matches SIGKILLs slurmctld, waits until it is gone, and only then runs the real
-``scontrol``, which fails as on a real crash. The test restarts slurmctld from its state dir
-(``MiniCluster.start_ctld``) after the outage it wants. Both tests check that the daemon rides
-through (alive, the failed cycles counted, no traceback) and that every job ends exactly once
-(``COMPLETED``, one completion record, its work done once, every resume from the checkpoint
-before):
+stdin) matches SIGKILLs slurmctld right after its next job state save (a change it has not
+saved is lost by any crash, whatever the daemon does), waits until it is gone, and only then
+runs the real ``scontrol``, which fails as on a real crash. The test restarts slurmctld from
+its state dir (``MiniCluster.start_ctld``) after the outage it wants. Both tests check that the
+daemon rides through (alive, the failed cycles counted, no traceback) and that every job
+ends exactly once (``COMPLETED``, one completion record, its work done once, every resume from
+the checkpoint before):
 
 1. ``test_ctld_killed_between_pin_and_go_with_leases_running_out``: fifo; slurmctld dies when
    the daemon sends the go (``update JobId=... StartTime=now``) of starts whose pins
@@ -28,6 +29,7 @@ cluster::
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -158,6 +160,10 @@ class CrashRun:
         self.defs += defs
         return ids
 
+    def count(self, **match: Any) -> int:
+        """Decision-log lines with these fields."""
+        return sum(1 for r in self.decisions() if all(r.get(k) == v for k, v in match.items()))
+
     def decisions(self) -> list[dict[str, Any]]:
         return read_decisions(self.log) if self.log.exists() else []
 
@@ -165,9 +171,10 @@ class CrashRun:
         return metric(self.port, "slurm_sched_errors_total")
 
     def ride_out(self, outage_s: float) -> dict[str, float]:
-        """Wait for the kill, keep slurmctld down ``outage_s`` (and until the daemon has counted
-        a failed cycle: Slurm's clients retry a dead controller for ~9 s), start it again and
-        wait until every job is final. Returns the figures."""
+        """Wait for the kill, keep slurmctld down ``outage_s`` and until the daemon has counted
+        a failed cycle (the client call in flight blocks while Slurm's clients retry the dead
+        controller, up to ``command_timeout_s``), start it again and wait until every job is
+        final. Returns the figures."""
         killed = wait_for(self.killer.fired_at, 60, "slurmctld killed by the wrapper")
         wait_for(lambda: self.errors() >= 1, 60, "a failed cycle while slurmctld is down")
         assert self.daemon.alive, self.daemon.logs()[-3000:]
@@ -191,7 +198,14 @@ class CrashRun:
             "failed_cycles": self.errors(),
             "cycles": metric(self.port, "slurm_sched_cycle_latency_seconds_count"),
             "first_start_after_restart_s": min(restarted, default=float("nan")) - up,
-            "taken_back": sum(1 for r in self.decisions() if r.get("event") == "start_taken_back"),
+            "taken_back": self.count(event="start_taken_back"),
+            # slurmctld restarted lists the nodes UNKNOWN until their slurmds register again
+            "nodes_unavailable": self.count(event="node_unavailable"),
+            "suspends_after": sum(
+                1
+                for r in self.decisions()
+                if r.get("kind") == "suspend" and r["ok"] and r["t"] > killed
+            ),
         }
         assert self.daemon.terminate() == 0, self.daemon.logs()[-3000:]
         return figures
@@ -263,7 +277,8 @@ def test_ctld_killed_between_pin_and_go_with_leases_running_out(
         wait_for(first_running_second_leased, 30, "first wave running, second under the lease")
         run.arm(GO)
         figures = run.ride_out(outage_s=LEASE_S + 4)
-        pinned = [j for j in second if f"{j}" in run.killer.fired_text()]
+        m = re.search(r"JobId=([0-9,]+) StartTime=now", run.killer.fired_text())
+        pinned = [j for j in (m.group(1).split(",") if m else []) if j in second]
     finally:
         run.close()
     by_slurm = run.started_by_slurm()
@@ -271,11 +286,13 @@ def test_ctld_killed_between_pin_and_go_with_leases_running_out(
         f"\nslurmctld killed at the go of {len(pinned)} pinned start(s): down "
         f"{figures['outage_s']:.1f} s (lease {LEASE_S} s), {figures['failed_cycles']:.0f} failed "
         f"cycles of {figures['cycles']:.0f}, {figures['taken_back']:.0f} pinned start(s) "
-        f"taken back, "
+        f"taken back, {figures['nodes_unavailable']:.0f} node(s) unavailable after the restart, "
         f"first job started {figures['first_start_after_restart_s']:.0f} s after the restart; "
         f"started by Slurm itself: {len(by_slurm)} of {len(second)}"
     )
     assert pinned, run.killer.fired_text()
+    # every pending job's lease (renewed every lease/2 at most) ran out while slurmctld was down
+    assert figures["outage_s"] > LEASE_S, figures
     run.check(figures)
 
 
@@ -295,7 +312,8 @@ def test_ctld_killed_with_a_suspend_in_flight(slurm_cluster: MiniCluster, tmp_pa
         f"\nslurmctld killed at a batch of {suspended.count('suspend')} suspend(s): down "
         f"{figures['outage_s']:.1f} s, "
         f"{figures['failed_cycles']:.0f} failed cycles of {figures['cycles']:.0f}, first job "
-        f"started {figures['first_start_after_restart_s']:.0f} s after the restart; started by "
-        f"Slurm itself: {len(run.started_by_slurm())} of {len(run.ids)}"
+        f"started {figures['first_start_after_restart_s']:.0f} s after the restart, "
+        f"{figures['suspends_after']:.0f} suspends after the kill; started by Slurm itself: "
+        f"{len(run.started_by_slurm())} of {len(run.ids)}"
     )
     run.check(figures)
