@@ -121,7 +121,9 @@ class SlurmBackend(ClusterBackend):
         partitions: the partitions this scheduler manages; jobs elsewhere are foreign load.
         settings_dir: where per-job settings, progress reports and ledgers live.
         max_jobs_per_gpu: sharing capacity C of a GPU (1 = exclusive; >1 needs gres/shard).
-        sinfo_refresh_s: how long the node list (``sinfo --json``) is cached.
+        sinfo_refresh_s: how long the node list (``sinfo --json``) is cached (it is read again
+            at once when a job is lost with its node, and with every squeue while shard
+            jobs run: ``query.py``).
         start_timeout_s: a pinned job not RUNNING after this long gets its lease back (its GPUs
             were not free after all, e.g. taken by a job of another partition).
         min_query_interval_s: a snapshot taken sooner than this after the previous ``squeue``

@@ -6,9 +6,11 @@ of that release (``squeue --json`` and ``sinfo --json`` up to 22.05; ``squeue --
 partition -o`` (the managed partitions' states), parses them (``parse.py``), keeps the nodes of
 the managed partitions, the :class:`~slurm_sched.model.Cluster` and the shard
 configuration in the shared state, reuses the job list for ``min_query_interval_s`` and the
-node list for ``sinfo_refresh_s``, and finds phantom GPUs (used in Slurm's count, held by no
-job). It runs only read-only commands and never changes the backend's view of jobs: the
-snapshot is built by ``view.py``, jobs are folded into the ledgers by ``ledgers.py``.
+node list for ``sinfo_refresh_s`` (but reads the nodes again right after a fresh job list that
+shows a node lost under a job: :func:`lost_with_a_node`), and finds phantom GPUs (used in
+Slurm's count, held by no job). It runs only read-only commands and never changes the
+backend's view of jobs: the snapshot is built by ``view.py``, jobs are folded into the ledgers by
+``ledgers.py``.
 
 Raises :class:`~slurm_sched.errors.BackendUnavailableError` when slurmctld does not answer (a
 failed query is confirmed with ``scontrol ping``), ``ClusterMisreadError`` for a garbled
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from slurm_sched.errors import BackendUnavailableError, ClusterMisreadError, SlurmCommandError
@@ -28,7 +30,8 @@ from slurm_sched.model import Cluster
 from slurm_sched.slurm import parse
 from slurm_sched.slurm.document_errors import SlurmJsonError
 from slurm_sched.slurm.parse import SlurmJob, SlurmNode
-from slurm_sched.slurm.shared import BackendState, Slot, log
+from slurm_sched.slurm.shared import PENDING_STATES, BackendState, Slot, log
+from slurm_sched.slurm.states import SlurmJobState
 from slurm_sched.slurm.translate import ShardConfig
 from slurm_sched.slurm.version import SlurmVersion, UnsupportedSlurmVersion, parse_release
 
@@ -77,7 +80,9 @@ class SlurmQuery:
     def read(self) -> tuple[list[SlurmJob], bool]:
         """Slurm's job list and whether it is fresh (not a reused ``squeue`` output): the nodes
         are read first when due (with every fresh squeue while eager), phantom GPUs are looked
-        for on a fresh (sinfo, squeue) pair, and the nodes are read again while shard jobs run."""
+        for on a fresh (sinfo, squeue) pair, and the nodes are read again while shard jobs run
+        and when the fresh list shows a job lost with its node (:func:`lost_with_a_node`), so
+        that a node Slurm has just marked DOWN is out of this very snapshot."""
         sinfo_before = self.state.sinfo_at
         cached = self.state.jobs_cache
         will_query = (
@@ -90,12 +95,16 @@ class SlurmQuery:
         fresh = self.state.jobs_cache is not before
         if fresh and sinfo_first:
             self._update_phantoms(jobs)
-        if fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc):
-            # Slurm 22.05.8 may lose count of shards in use; read its own per-node view
+        shards_run = fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc)
+        lost = fresh and before is not None and lost_with_a_node(before[1], jobs)
+        if shards_run or lost:
+            # shards: Slurm 22.05.8 may lose count of shards in use; read its own per-node view.
+            # lost: Slurm marks a node DOWN and ends or requeues its jobs in one step, so the
+            # node list read now shows it DOWN; the cached one would offer its GPUs for up to
+            # sinfo_refresh_s more (pins there would wait start_timeout_s for nothing)
             self._refresh_nodes(force=True)
-            self.state.slurm_view_shards = True
-        elif fresh:
-            self.state.slurm_view_shards = False
+        if fresh:
+            self.state.slurm_view_shards = shards_run
         return jobs, fresh
 
     def _jobs_argv(self) -> list[str]:
@@ -262,3 +271,21 @@ class SlurmQuery:
             log.info("GPU %s:%d is usable again", node, g)
         self.state.phantom_seen = candidates
         self.state.phantom_gpus = confirmed
+
+
+def lost_with_a_node(before: Sequence[SlurmJob], after: Sequence[SlurmJob]) -> bool:
+    """Whether the job list ``after`` shows a job that held nodes in ``before`` ended
+    ``NODE_FAIL`` or requeued (pending again, or a higher restart count while a node of a
+    multi-node job still completes): what Slurm does to the jobs of a node it marks DOWN
+    (``--no-requeue`` ones end ``NODE_FAIL``, the others are requeued). A requeue that has
+    another cause (``scontrol requeue``, a preemption) also counts: it costs one node read."""
+    held = {j.job_id: j.restart_cnt for j in before if j.holds_resources}
+    return any(
+        j.job_id in held
+        and (
+            SlurmJobState.NODE_FAIL in (j.state, j.base_state)
+            or j.state in PENDING_STATES
+            or j.restart_cnt > held[j.job_id]
+        )
+        for j in after
+    )
