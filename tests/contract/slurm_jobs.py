@@ -25,12 +25,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class JobDef:
-    """A test job: ``gpus`` GPUs (``shard``: one shard-GRES GPU) for ``duration_s`` seconds."""
+    """A test job: ``gpus`` GPUs (``shard``: one shard-GRES GPU) for ``duration_s`` seconds;
+    ``requeue=False`` submits it ``--no-requeue`` (a node failure ends it ``NODE_FAIL``)."""
 
     gpus: int
     duration_s: float
     gpu_type: str | None = None
     shard: bool = False
+    requeue: bool = True
 
 
 def submit_sleep_job(
@@ -65,6 +67,7 @@ def submit_sleep_job(
         "--open-mode=append",
         f"--export=ALL,SLURM_SCHED_SETTINGS_DIR={backend.store.directory}",
         f"--comment={json.dumps(hints, separators=(',', ':'))}",
+        *([] if d.requeue else ["--no-requeue"]),
         str(JOB_SCRIPT),
         str(iterations),
         str(step_s),
