@@ -466,16 +466,17 @@ stop_pid() { kill -0 "$1" 2>/dev/null || return 0; kill "$1" 2>/dev/null || true
 
 # slurmstepds (and their job processes) holding a unix socket under our spool dir (or under $1)
 leftover_steps() {
-  local inodes fd link ino p dir=${1:-$STATE/spool/}
+  local inodes dir=${1:-$STATE/spool/}
   inodes=$(awk -v d="$dir" 'index($8, d) == 1 { print $7 }' /proc/net/unix 2>/dev/null)
   [ -n "$inodes" ] || return 0
-  for fd in /proc/[0-9]*/fd/*; do
-    link=$(readlink "$fd" 2>/dev/null) || continue
-    case "$link" in socket:\[*\]) ;; *) continue ;; esac
-    ino=${link#socket:[}
-    ino=${ino%]}
-    if grep -qx "$ino" <<<"$inodes"; then p=${fd#/proc/}; echo "${p%%/*}"; fi
-  done | sort -u
+  # one find lists every socket descriptor ("/proc/PID/fd socket:[INODE]"): a readlink per
+  # descriptor would fork a thousand times, seconds on a busy machine
+  find /proc/[0-9]*/fd -maxdepth 1 -lname 'socket:*' -printf '%h %l\n' 2>/dev/null |
+    awk -v list="$inodes" '
+      BEGIN { n = split(list, a, "\n"); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+      { ino = $2; gsub(/^socket:\[|\]$/, "", ino)
+        if (ino in want) { split($1, p, "/"); print p[3] } }' |
+    sort -u
 }
 
 leftover_job_processes() { # pids with SLURM_JOB_ID and SLURM_CONF=$CONF in their environment
