@@ -10,8 +10,9 @@ test checks that:
 
 1. Slurm marks the node DOWN after ``SlurmdTimeout`` (the cluster's, default 30 s) and ends the
    ``--no-requeue`` jobs ``NODE_FAIL`` (never started again) and requeues the others;
-2. the daemon logs ``node_unavailable`` for the node no later than the cycle after the one in
-   flight when Slurm marked it (it may see it earlier: Slurm flags a node that misses its pings
+2. the daemon logs ``node_unavailable`` for the node no later than the cycle whose squeue shows
+   the jobs lost, that cycle being the one in flight when the test saw the node DOWN or the
+   next (it may see the node earlier: Slurm flags a node that misses its pings
    ``NOT_RESPONDING`` before it marks it DOWN), and places nothing there from the cycle after
    that event until the node is back;
 3. the daemon places the requeued jobs on other nodes, where they resume from their checkpoint
