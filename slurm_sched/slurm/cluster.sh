@@ -664,12 +664,12 @@ cmd_ctld() {
 }
 
 # ------------------------------------------------------------------ node kill|start
-# A node crash: its slurmd, the slurmstepds holding a socket in its spool dir, their children and
-# any job process of the node (SLURMD_NODENAME and our SLURM_CONF in its environment), all
-# SIGKILLed at once, so no job end reaches slurmctld; it learns of the loss after SlurmdTimeout.
+# A node crash: its slurmd first (no job is launched there any more, no job end reaches
+# slurmctld), then the slurmstepds holding a socket in its spool dir, their children and any job
+# process of the node (SLURMD_NODENAME and our SLURM_CONF in its environment); slurmctld learns of
+# the loss after SlurmdTimeout.
 node_processes() {
   local name=$1 p files
-  p=$(our_pid "$STATE/run/slurmd-$name.pid") && echo "$p"
   for p in $(leftover_steps "$STATE/spool/$name/"); do echo "$p"; descendants "$p"; done
   files=$(grep -lzx -F "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null || true)
   [ -n "$files" ] || return 0
@@ -685,11 +685,21 @@ cmd_node() {
   export SLURM_CONF=$CONF
   case "$what" in
     kill)
-      pids=$(node_processes "$name" | sort -u | tr '\n' ' ')
-      # shellcheck disable=SC2086
-      [ -n "${pids// /}" ] && kill -9 $pids 2>/dev/null || true
+      pids=""
+      if p=$(our_pid "$STATE/run/slurmd-$name.pid"); then
+        kill -9 "$p" 2>/dev/null || true
+        pids=$p
+      fi
+      # twice: a slurmstepd forked just before slurmd died may start its job after the first look
+      for _ in 1 2; do
+        local found
+        found=$(node_processes "$name" | sort -u | tr '\n' ' ')
+        # shellcheck disable=SC2086
+        [ -n "${found// /}" ] && kill -9 $found 2>/dev/null || true
+        pids="$pids $found"
+      done
       for p in $pids; do wait_gone "$p" 50 || die "process $p of node $name survived SIGKILL"; done
-      log "node $name crashed: killed $(wc -w <<<"$pids") process(es)"
+      log "node $name crashed: killed $(tr ' ' '\n' <<<"$pids" | sort -u | grep -c . || true) process(es)"
       ;;
     start)
       if our_pid "$STATE/run/slurmd-$name.pid" >/dev/null; then

@@ -14,8 +14,10 @@ Each run start must be explained by one of: a logged start of the daemon (``star
 own start inside a fail-open window; or a daemon SIGKILLed within seconds after the start (the
 cycle in flight is not logged; its start is adopted at the next reconciliation). Each run that
 ended without finishing the job (requeued, preempted, node failure) must be explained by an
-ok ``preempt``/``migrate``/``reconfigure`` of the job in that run, or a crash of one of its
-nodes while it ran. What no rule explains is listed as a problem.
+ok ``preempt``/``migrate``/``reconfigure`` of the job in that run, a crash of one of its
+nodes while it ran, or a slurmctld crash shortly before it ended (``ctld_crashes``: a SIGKILL
+loses what slurmctld had not saved yet, and Slurm then acts on its older state). What no rule
+explains is listed as a problem.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def audit(
     windows: Sequence[tuple[float, float]],
     crashes: Sequence[tuple[str, float]],
     daemon_kills: Sequence[float],
+    ctld_crashes: Sequence[tuple[float, float]] = (),
     no_requeue: frozenset[str] = frozenset(),
 ) -> Audit:
     """Check every job's accounting and explain every run start and stop (module docstring)."""
@@ -186,7 +189,7 @@ def audit(
             prev_start = r.start_s
             if r is last:
                 continue
-            stop = _stop_cause(r, mine, crashes)
+            stop = _stop_cause(r, mine, crashes, ctld_crashes)
             result.stops[stop] += 1
             if stop == "unexplained":
                 result.problems.append(f"job {jid}: run {i + 1} ended {r.state} at {r.end_s} "
@@ -214,12 +217,18 @@ def _start_cause(
     return "unexplained"
 
 
-def _stop_cause(run: Run, actions: Sequence[dict[str, Any]], crashes: Sequence[tuple[str, float]]
-                ) -> str:
+def _stop_cause(
+    run: Run,
+    actions: Sequence[dict[str, Any]],
+    crashes: Sequence[tuple[str, float]],
+    ctld_crashes: Sequence[tuple[float, float]],
+) -> str:
     start = run.start_s if run.start_s is not None else float("-inf")
     end = run.end_s if run.end_s is not None else float("inf")
     if any(a["kind"] in STOPPING and start - 1 <= float(a["t"]) <= end + 1 for a in actions):
         return "daemon decision"
     if any(n in run.nodes and start - 1 <= t <= end + 1 for n, t in crashes):
         return "node crash"
+    if in_any(end, ctld_crashes):
+        return "slurmctld crash (its unsaved state lost)"
     return "unexplained"

@@ -309,10 +309,13 @@ def epoch(text: str) -> float:
 
 
 def check_logs(out: Path, planned: list[Planned], final: dict[str, str], jobcomp: Path
-               ) -> list[str]:
-    """A completed job did its work once (one completion record in ``jobcomp``) and resumed in
-    order; a failed one never finished."""
-    problems = []
+               ) -> tuple[list[str], list[str]]:
+    """(problems, reruns): a completed job did its work once (one completion record in
+    ``jobcomp``) and resumed in order; a failed one never finished. A job that finished and was
+    run again from its final checkpoint (no iteration done twice: Slurm never learned of the
+    first end, e.g. its node crashed before reporting it) is a rerun, not a problem."""
+    problems: list[str] = []
+    reruns: list[str] = []
     records = jobcomp.read_text().splitlines() if jobcomp.exists() else []
     for p in planned:
         jid = p.job_id
@@ -320,19 +323,26 @@ def check_logs(out: Path, planned: list[Planned], final: dict[str, str], jobcomp
         events = job_log(out, jid)
         dones = [f for e, f in events if e == "done"]
         want = str(max(1, round(p.job.duration_s / STEP_S)))
+        first_done = next((i for i, (e, _) in enumerate(events) if e == "done"), None)
+        after = events[first_done + 1:] if first_done is not None else []
+        rerun = bool(after) and all(f.get("resume_from") == want for e, f in after
+                                    if e == "start")
+        if rerun:
+            reruns.append(jid)
         if final.get(jid) == "COMPLETED":
-            if dones != [{"iterations": want}]:
+            if not dones or any(d != {"iterations": want} for d in dones) or (
+                    len(dones) > 1 and not rerun):
                 problems.append(f"job {jid}: done lines {dones}, expected one of {want} iterations")
             n = sum(1 for r in records if re.search(rf"\bJobId={jid}\b.*JobState=COMPLETED", r))
-            if n != 1:
+            if n != 1 and not rerun:
                 problems.append(f"job {jid}: {n} COMPLETED records in jobcomp.txt")
-        elif dones:
+        elif dones and not rerun:
             problems.append(f"job {jid}: {final.get(jid)} but its log says done {dones}")
         try:
             assert_resumes_in_order(jid, events)
         except AssertionError:
             problems.append(f"job {jid}: a restart did not resume from the checkpoint before")
-    return problems
+    return problems, reruns
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -437,9 +447,12 @@ def main(argv: list[str] | None = None) -> int:
         windows=chaos.fail_open_windows(t_end),
         crashes=[(f.target, f.at_s) for f in chaos.faults if f.kind == "node_crash"],
         daemon_kills=[f.at_s for f in chaos.faults if f.kind == "daemon_kill"],
+        ctld_crashes=[(f.at_s, (f.undone_at_s or t_end) + 2 * SCHED_INTERVAL_S)
+                      for f in chaos.faults if f.kind == "ctld_kill"],
         no_requeue=frozenset(p.job_id for p in planned if p.job_id and not p.requeue),
     )
-    log_problems = check_logs(out, planned, latest, cluster.state_dir / "log" / "jobcomp.txt")
+    log_problems, reruns = check_logs(out, planned, latest,
+                                      cluster.state_dir / "log" / "jobcomp.txt")
     traceback = "Traceback" in daemon.logs()
     problems = chaos.problems + result.problems + log_problems
     if traceback:
@@ -460,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "sbatch_retries": chaos.submit_errors,
         "decision_log": dict(sorted((str(k), v) for k, v in kinds.items())),
         "audit": result.as_dict(),
+        "finished_again_from_final_checkpoint": reruns,
         "problems": problems,
     }
     text = json.dumps(doc, indent=2, default=dict)

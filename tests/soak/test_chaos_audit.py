@@ -33,19 +33,23 @@ def test_every_start_and_stop_explained() -> None:
         run("2", "NODE_FAIL", 100, 140, "v100-1"),  # its node crashed
         run("2", "COMPLETED", 205, 230, "v100-2"),  # started by Slurm while the daemon was down
         run("3", "COMPLETED", 299, 310, "a100-1"),  # started just before the daemon's SIGKILL
+        run("4", "REQUEUED", 400, 420, "a100-2"),  # requeued by Slurm after a slurmctld crash
+        run("4", "COMPLETED", 440, 460, "a100-2"),
     ]
     decisions = [
         act("start", "1", 99.6), act("preempt", "1", 129.5), act("start", "1", 149.2),
         act("start", "2", 99.8), act("start", "3", 250, ok=False),
         {"t": 300, "event": "reconcile", "running": ["3"]},
+        act("start", "4", 399.5), act("start", "4", 439.7),
     ]
-    a = audit(["1", "2", "3"], runs, decisions, windows=[(190, 220)], crashes=[("v100-1", 120)],
-              daemon_kills=[302.0])
+    a = audit(["1", "2", "3", "4"], runs, decisions, windows=[(190, 220)],
+              crashes=[("v100-1", 120)], daemon_kills=[302.0], ctld_crashes=[(410, 430)])
     assert a.problems == []
-    assert a.final_states == {"COMPLETED": 3}
-    assert a.starts == {"daemon decision": 3, "Slurm after the lease (fail-open)": 1,
+    assert a.final_states == {"COMPLETED": 4}
+    assert a.starts == {"daemon decision": 5, "Slurm after the lease (fail-open)": 1,
                         "daemon cycle lost to its SIGKILL": 1}
-    assert a.stops == {"daemon decision": 1, "node crash": 1}
+    assert a.stops == {"daemon decision": 1, "node crash": 1,
+                       "slurmctld crash (its unsaved state lost)": 1}
 
 
 def test_what_it_cannot_explain_is_named() -> None:
