@@ -22,7 +22,10 @@ Every job must end exactly once (``sacct``: one final record, completed unless i
 with ``--no-requeue`` and its node crashed; its log: the work done once, every restart resuming
 from the checkpoint before), the daemon must never die on its own, and every run start and stop in
 the accounting must be explained by the decision log or a fault (``chaos_audit``). The exit code
-is 0 when nothing is unexplained. Uses its own cluster (``--state``, ports 46817/47001).
+is 0 when nothing is unexplained. Reported apart: a job that finished and was run again from its
+final checkpoint (Slurm never learned of its end), and a submission slurmctld accepted and lost
+in a crash (``sbatch`` later returns its id again). The decision log, the job logs and the raw
+``sacct -D`` output stay in ``--workdir``. Uses its own cluster (``--state``, ports 46817/47001).
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class Planned:
     requeue: bool
     hints: dict[str, object]
     job_id: str | None = None
+    #: Slurm gave its id to a later submission: slurmctld crashed before saving this one
+    lost: bool = False
 
 
 @dataclass
@@ -379,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     span_s = args.minutes * 60
     planned = workload(rng, args.jobs, max(60.0, span_s - 300))
     ids: list[str] = []
+    lost_submissions: list[str] = []
     t0 = time.time()
     daemon.start()
     next_fault = t0 + rng.uniform(30, args.fault_every_s)
@@ -403,8 +409,16 @@ def main(argv: list[str] | None = None) -> int:
                     chaos.submit_errors += 1
                     print("  sbatch timed out; retrying", flush=True)
                     break
-                ids.append(p.job_id)
                 queue.pop(0)
+                if p.job_id in ids:
+                    # slurmctld had accepted the earlier job but crashed before saving it
+                    earlier = next(q for q in planned if q.job_id == p.job_id and q is not p)
+                    earlier.lost = True
+                    lost_submissions.append(p.job_id)
+                    print(f"  job id {p.job_id} given again: Slurm lost the earlier "
+                          "submission in a slurmctld crash", flush=True)
+                    continue
+                ids.append(p.job_id)
             if now >= next_fault and now - t0 < span_s:
                 kind = rng.choice(FAULTS)
                 if {"ctld_kill": chaos.ctld_down, "daemon_kill": chaos.daemon_down}.get(kind):
@@ -439,7 +453,9 @@ def main(argv: list[str] | None = None) -> int:
             if rc != 0:
                 chaos.problems.append(f"the daemon exited with {rc} on SIGTERM")
     t_end = time.time()
-    runs = parse_sacct(sacct(chaos, ids, all_runs=True), epoch)
+    raw_runs = sacct(chaos, ids, all_runs=True)
+    (workdir / "sacct-runs.txt").write_text(raw_runs)  # kept with the decision log and job logs
+    runs = parse_sacct(raw_runs, epoch)
     latest = {r.job_id: r.state for r in parse_sacct(sacct(chaos, ids, all_runs=False), epoch)}
     decisions = read_decisions(workdir / "decisions.jsonl")
     result = audit(
@@ -451,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                       for f in chaos.faults if f.kind == "ctld_kill"],
         no_requeue=frozenset(p.job_id for p in planned if p.job_id and not p.requeue),
     )
-    log_problems, reruns = check_logs(out, planned, latest,
-                                      cluster.state_dir / "log" / "jobcomp.txt")
+    log_problems, reruns = check_logs(out, [p for p in planned if p.job_id and not p.lost],
+                                      latest, cluster.state_dir / "log" / "jobcomp.txt")
     traceback = "Traceback" in daemon.logs()
     problems = chaos.problems + result.problems + log_problems
     if traceback:
@@ -474,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         "decision_log": dict(sorted((str(k), v) for k, v in kinds.items())),
         "audit": result.as_dict(),
         "finished_again_from_final_checkpoint": reruns,
+        "submissions_lost_by_slurm": lost_submissions,
         "problems": problems,
     }
     text = json.dumps(doc, indent=2, default=dict)
