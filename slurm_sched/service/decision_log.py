@@ -7,7 +7,8 @@ in shadow mode (nothing was run). An action the safety limits dropped is a line 
 ``"refused": true`` and the limit's reason in ``"error"``. Other daemon events (start-up
 reconciliation, shadow-mode summaries, reloads, and what the Slurm backend noticed an operator or
 Slurm change: ``node_unavailable``/``node_available``, ``admin_hold``/``admin_release``,
-``start_taken_back``, ``time_limit``, ``job_end``; see ``SlurmBackend.take_notices``) are lines
+``start_taken_back``, ``start_lost``, ``time_limit``, ``job_end``; see
+``SlurmBackend.take_notices``) are lines
 with ``"event": <name>`` and their own fields. The file is opened in append mode and flushed per
 cycle, so a crash loses at most the cycle in flight.
 """

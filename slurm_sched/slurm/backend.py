@@ -259,6 +259,8 @@ class SlurmBackend(ClusterBackend):
         / ``admin_release`` (an operator's ``scontrol hold`` seen or gone: such a job is not
         offered to the policy, keeps its lease and is never released by the scheduler),
         ``start_taken_back`` (a pinned job Slurm did not start, with Slurm's reason),
+        ``start_lost`` (a job slurmctld forgot it had started, in a crash: kept off those
+        nodes for ``LOST_START_GRACE_S``),
         ``time_limit`` (a job's limit changed in Slurm), ``job_end`` (a managed job reached a
         final state, cancelled ones included)."""
         out = self._state.notices

@@ -97,6 +97,8 @@ class SlurmQuery:
             self._update_phantoms(jobs)
         shards_run = fresh and any(a.shards for j in jobs if j.holds_resources for a in j.alloc)
         lost = fresh and before is not None and lost_with_a_node(before[1], jobs)
+        if fresh and before is not None:
+            self._note_lost_starts(before[1], jobs)
         if shards_run or lost:
             # shards: Slurm 22.05.8 may lose count of shards in use; read its own per-node view.
             # lost: Slurm marks a node DOWN and ends or requeues its jobs in one step, so the
@@ -116,6 +118,26 @@ class SlurmQuery:
         if self.slurm_version() < _GROUPED_SINFO:
             return ["sinfo", "--json"]
         return ["scontrol", "show", "nodes", "--json"]
+
+    def _note_lost_starts(self, before: Sequence[SlurmJob], after: Sequence[SlurmJob]) -> None:
+        """A job that ran and is pending again with the same restart count was not requeued
+        (every requeue counts a restart): slurmctld crashed and lost its start. Its first run
+        may still be ending on its nodes, where slurmd refuses a second copy and Slurm drains
+        the node ("Duplicate jobid"); remember the nodes (``lost_starts``, see
+        ``validate.LOST_START_GRACE_S``)."""
+        ran = {j.job_id: j for j in before if j.holds_resources}
+        for j in after:
+            old = ran.get(j.job_id)
+            if (old is None or j.state not in PENDING_STATES
+                    or j.restart_cnt != old.restart_cnt or not self.state.managed(j)):
+                continue
+            nodes = frozenset(old.nodes)
+            self.state.lost_starts[j.job_id] = (self.state.clock(), nodes)
+            log.warning("job %s: running on %s before, pending now with no requeue: slurmctld "
+                        "lost its start", j.job_id, ",".join(sorted(nodes)))
+            self.state.notice("start_lost", job_id=j.job_id, nodes=sorted(nodes),
+                              why="slurmctld lost the start (a crash); not placed on these "
+                                  "nodes again while its first run may still end there")
 
     def _refresh_nodes(self, force: bool = False) -> None:
         if not force and time.monotonic() - self.state.sinfo_at < self.state.sinfo_refresh_s:

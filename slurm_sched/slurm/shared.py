@@ -151,6 +151,8 @@ class BackendState:
     intents: dict[str, Intent] = field(default_factory=dict)
     #: job -> (when our requeue of it returned, the nodes of the run it killed)
     requeued: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    #: job -> (when it was seen pending again, the nodes of the run slurmctld forgot in a crash)
+    lost_starts: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
     # ---- ledgers and completions (ledgers.py)
     expected: set[str] = field(default_factory=set)
     ledgers: dict[str, Ledger] = field(default_factory=dict)
