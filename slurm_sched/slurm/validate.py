@@ -269,27 +269,31 @@ class Validator:
 def lost_start_left(state: BackendState, jid: str, placement: Placement) -> float:
     """Seconds until ``jid`` may be launched on ``placement`` after slurmctld lost its start
     there (0 when it may, see :data:`LOST_START_GRACE_S`)."""
-    entry = state.lost_starts.get(jid)
-    if entry is None:
-        return 0.0
-    at, nodes = entry
-    left = at + LOST_START_GRACE_S - state.clock()
-    if left <= 0:
-        del state.lost_starts[jid]
-        return 0.0
-    return left if nodes.intersection(placement.nodes) else 0.0
+    return _grace_left(state.lost_starts, LOST_START_GRACE_S, state.clock(), jid, placement)
 
 
 def requeue_grace_left(state: BackendState, jid: str, placement: Placement | None) -> float:
     """Seconds until ``jid`` may be launched on ``placement`` after our requeue of it (0 when
     it may, see :data:`REQUEUE_GRACE_S`)."""
-    entry = state.requeued.get(jid)
+    return _grace_left(state.requeued, REQUEUE_GRACE_S, state.clock(), jid, placement)
+
+
+def _grace_left(
+    entries: dict[str, tuple[float, frozenset[str]]],
+    grace_s: float,
+    now: float,
+    jid: str,
+    placement: Placement | None,
+) -> float:
+    """Seconds left of ``grace_s`` since ``entries[jid]`` began when ``placement`` (None: any)
+    uses one of its nodes; an entry past its grace is dropped."""
+    entry = entries.get(jid)
     if entry is None:
         return 0.0
     at, nodes = entry
-    left = at + REQUEUE_GRACE_S - state.clock()
+    left = at + grace_s - now
     if left <= 0:
-        del state.requeued[jid]
+        del entries[jid]
         return 0.0
     if placement is not None and not nodes.intersection(placement.nodes):
         return 0.0
