@@ -50,7 +50,8 @@ from tests.integration.daemon_run import (
     write_config,
 )
 
-#: ``scontrol`` as the daemon runs it; {real}, {dir}, {pid_file} and {job_state} are filled in
+#: ``scontrol`` as the daemon runs it; {real}, {dir}, {pid_file}, {conf} and {job_state} are
+#: filled in
 WRAPPER = """#!/bin/bash
 # Fault injection for tests/integration/test_ctld_crash.py: when {dir}/trigger exists and this
 # call's command (argv, or the batch on stdin) matches the extended regex in it, SIGKILL
@@ -70,7 +71,14 @@ if [ -e "$dir/trigger" ]; then
       [ -n "$(find {job_state} -newer "$dir/matched" 2>/dev/null)" ] && break
       sleep 0.1
     done
+    # ours: a live slurmctld with our config on its command line. Slurm 24.11's "scontrol
+    # reconfigure" starts slurmctld anew, and the PID file may still name the old process
+    ours() {{ [ "$(cat "/proc/$1/comm" 2>/dev/null)" = slurmctld ] &&
+      tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "{conf}"; }}
     pid=$(cat {pid_file})
+    if ! ours "$pid"; then
+      for p in /proc/[0-9]*; do ours "${{p#/proc/}}" && pid=${{p#/proc/}} && break; done
+    fi
     kill -KILL "$pid"
     # gone, or a zombie nobody reaps (no init in a container): 10 s at most
     for _ in $(seq 100); do
@@ -105,6 +113,7 @@ class CtldKiller:
                 real=real,
                 dir=self.dir,
                 pid_file=cluster.state_dir / "run" / "slurmctld.pid",
+                conf=cluster.slurm_conf,
                 job_state=cluster.state_dir / "ctld" / "job_state",
             )
         )
