@@ -43,8 +43,11 @@ def submit_sleep_job(
     *,
     step_s: float = STEP_S,
     extra_hints: dict[str, object] | None = None,
+    time_limit_min: int = 10,
+    timeout_s: float | None = None,
 ) -> str:
-    """sbatch one held ``checkpointed_sleep`` job with hints; returns its id."""
+    """sbatch one held ``checkpointed_sleep`` job with hints (Slurm time limit
+    ``time_limit_min``; ``sbatch`` itself given ``timeout_s``); returns its id."""
     iterations = max(1, round(d.duration_s / step_s))
     hints: dict[str, object] = {"v": 1, "iterations": iterations, "duration_s": d.duration_s}
     hints.update(extra_hints or {})
@@ -61,7 +64,7 @@ def submit_sleep_job(
         str(nodes),
         gres,
         "-t",
-        "10",
+        str(time_limit_min),
         "-o",
         str(out_dir / "%j.out"),
         "--open-mode=append",
@@ -72,7 +75,8 @@ def submit_sleep_job(
         str(iterations),
         str(step_s),
     ]
-    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True)
+    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True,
+                          timeout=timeout_s)
     return proc.stdout.strip().split(";")[0]
 
 

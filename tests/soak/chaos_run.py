@@ -46,13 +46,11 @@ from typing import Any
 from slurm_sched.service.decision_log import read_decisions
 from slurm_sched.slurm.cluster import MiniCluster
 from tests.contract.slurm_jobs import (
-    JOB_SCRIPT,
     STEP_S,
     JobDef,
     assert_resumes_in_order,
-    backend_partition,
-    gres_shape,
     job_log,
+    submit_sleep_job,
 )
 from tests.integration.daemon_run import DaemonProcess, free_port, holder, metric
 from tests.soak.chaos_audit import audit, parse_sacct
@@ -71,7 +69,6 @@ class Planned:
 
     at_s: float
     job: JobDef
-    requeue: bool
     hints: dict[str, object]
     job_id: str | None = None
     #: Slurm gave its id to a later submission: slurmctld crashed before saving this one
@@ -234,33 +231,21 @@ def workload(rng: random.Random, n: int, spread_s: float) -> list[Planned]:
     for _ in range(n):
         r = rng.random()
         gpus = 1 if r < 0.6 else 2 if r < 0.85 else 4 if r < 0.95 else 8
-        job = JobDef(gpus=gpus, duration_s=float(rng.randint(6, 40)), shard=gpus == 1)
+        duration_s = float(rng.randint(6, 40))
         hints: dict[str, object] = {}
         if gpus == 1:
             hints["stage_times_ms"] = list(rng.choice(PROFILES))
-        plan.append(Planned(rng.uniform(0, spread_s), job, rng.random() >= 0.1, hints))
+        at_s, requeue = rng.uniform(0, spread_s), rng.random() >= 0.1
+        job = JobDef(gpus=gpus, duration_s=duration_s, shard=gpus == 1, requeue=requeue)
+        plan.append(Planned(at_s, job, hints))
     return sorted(plan, key=lambda p: p.at_s)
 
 
 def submit(cluster: MiniCluster, p: Planned, out: Path) -> str:
-    """sbatch one ``checkpointed_sleep`` job (as ``tests/contract/slurm_jobs.submit_sleep_job``,
-    with ``--no-requeue`` when the plan says so)."""
-    b = holder(cluster)
-    iterations = max(1, round(p.job.duration_s / STEP_S))
-    hints: dict[str, object] = {"v": 1, "iterations": iterations,
-                                "duration_s": p.job.duration_s, **p.hints}
-    per_node, nodes = gres_shape(p.job.gpus)
-    gres = "--gres=shard:1" if p.job.shard else f"--gres=gpu:{per_node}"
-    out.mkdir(parents=True, exist_ok=True)
-    argv = ["sbatch", "--parsable", "-p", backend_partition(b), "-N", str(nodes), gres,
-            "-t", "30", "-o", str(out / "%j.out"), "--open-mode=append",
-            "--requeue" if p.requeue else "--no-requeue",
-            f"--export=ALL,SLURM_SCHED_SETTINGS_DIR={b.store.directory}",
-            f"--comment={json.dumps(hints, separators=(',', ':'))}",
-            str(JOB_SCRIPT), str(iterations), str(STEP_S)]
-    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True,
-                          timeout=60)
-    return proc.stdout.strip().split(";")[0]
+    """sbatch one planned ``checkpointed_sleep`` job (30-minute limit: a job may be preempted
+    and restarted many times)."""
+    return submit_sleep_job(cluster, holder(cluster), p.job, out, extra_hints=p.hints,
+                            time_limit_min=30, timeout_s=60)
 
 
 def write_config(path: Path, cluster: MiniCluster, lease_s: float, metrics_port: int) -> Path:
@@ -465,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         daemon_kills=[f.at_s for f in chaos.faults if f.kind == "daemon_kill"],
         ctld_crashes=[(f.at_s, (f.undone_at_s or t_end) + 2 * SCHED_INTERVAL_S)
                       for f in chaos.faults if f.kind == "ctld_kill"],
-        no_requeue=frozenset(p.job_id for p in planned if p.job_id and not p.requeue),
+        no_requeue=frozenset(p.job_id for p in planned if p.job_id and not p.job.requeue),
     )
     log_problems, reruns = check_logs(out, [p for p in planned if p.job_id and not p.lost],
                                       latest, cluster.state_dir / "log" / "jobcomp.txt")
