@@ -53,6 +53,9 @@
 #
 # Every process this script stops is found through the state dir (PID files, or processes
 # holding a socket under its spool dir, and their children); nothing is matched by name.
+#
+# Under pipefail no pipe ends in a reader that stops early (grep -q, head): its writer would die
+# of SIGPIPE and fail the whole pipeline at random. grep ... >/dev/null reads to the end.
 set -euo pipefail
 
 STATE=${MINI_SLURM_STATE:-/tmp/slurm-sched-cluster}
@@ -92,7 +95,7 @@ our_pid() {
   [ -s "$f" ] || return 1
   p=$(tr -dc 0-9 <"$f")
   [ -n "$p" ] && [ -r "/proc/$p/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "$STATE/" || return 1
+  tr '\0' ' ' <"/proc/$p/cmdline" | grep -F -- "$STATE/" >/dev/null || return 1
   echo "$p"
 }
 
@@ -380,7 +383,7 @@ all_up() {
   our_pid "$STATE/run/slurmctld.pid" >/dev/null || return 1
   local n
   for n in $(node_names); do our_pid "$STATE/run/slurmd-$n.pid" >/dev/null || return 1; done
-  SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep -q UP
+  SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null
 }
 
 show_logs() {
@@ -434,7 +437,7 @@ start_accounting() {
     [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmdbd not answering after ${UP_TIMEOUT}s"; }
     sleep 0.2
   done
-  if ! timeout 5 sacctmgr -n -P list cluster format=cluster | grep -qx slurmsched; then
+  if ! timeout 5 sacctmgr -n -P list cluster format=cluster | grep -x slurmsched >/dev/null; then
     timeout 10 sacctmgr -i add cluster slurmsched >/dev/null || die "sacctmgr add cluster slurmsched failed"
   fi
 }
@@ -653,7 +656,7 @@ cmd_ctld() {
         slurmctld -f "$CONF" 9>&- || { show_logs; die "slurmctld did not start"; }
       fi
       deadline=$(($(date +%s) + UP_TIMEOUT))
-      until timeout 5 scontrol ping 2>/dev/null | grep -q UP; do
+      until timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null; do
         [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmctld not answering after ${UP_TIMEOUT}s"; }
         sleep 0.1
       done
@@ -681,7 +684,7 @@ node_processes() {
 cmd_node() {
   local what=${1:-} name=${2:-} pids p deadline
   [ -f "$STATE/$MARKER" ] || die "no cluster at $STATE"
-  node_names | grep -qx -- "$name" || die "no node '$name' in MINI_SLURM_NODES ($(node_names | tr '\n' ' '))"
+  node_names | grep -x -- "$name" >/dev/null || die "no node '$name' in MINI_SLURM_NODES ($(node_names | tr '\n' ' '))"
   export SLURM_CONF=$CONF
   case "$what" in
     kill)
