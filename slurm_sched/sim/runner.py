@@ -11,8 +11,9 @@ from slurm_sched.perf import registry as perf_registry
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
+from slurm_sched.sim import profile as profiles
 from slurm_sched.sim.backend import SimulatedBackend
-from slurm_sched.sim.clock import SimulatedClock
+from slurm_sched.sim.clock import RoundClock, SimulatedClock
 from slurm_sched.sim.metrics import RunMetrics, compute_metrics
 
 #: Called with (jobs completed so far, total jobs) after every cycle that finished a job.
@@ -32,19 +33,27 @@ def simulate(
     cluster: Cluster,
     policy: str | Policy,
     *,
-    restart_overhead_s: float = 30.0,
+    restart_overhead_s: float | None = None,
     max_jobs_per_gpu: int | None = None,
     progress_model: ProgressModel | str | None = None,
     on_progress: ProgressCallback | None = None,
+    profile: profiles.Profile | str = "default",
 ) -> SimulationResult:
     """Simulate ``policy`` (a registry name or an instance) on ``jobs`` over ``cluster``.
 
-    ``progress_model`` (an instance or a registry name) defaults to the policy's own
-    ``progress_model``; ``max_jobs_per_gpu`` to the policy's sharing capacity.
+    ``profile`` (an instance or a registry name) supplies what the other arguments leave open
+    and when the policy may act: ``progress_model`` (an instance or a registry name) defaults to
+    the profile's, then the policy's own ``progress_model``; ``restart_overhead_s`` to the
+    profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
+    ``max_jobs_per_gpu`` to the policy's sharing capacity.
     """
     pol = registry.create(policy) if isinstance(policy, str) else policy
+    w = profiles.get(profile) if isinstance(profile, str) else profile
     if progress_model is None:
-        progress_model = pol.progress_model or "identity"
+        progress_model = w.progress_model or pol.progress_model or "identity"
+    if restart_overhead_s is None:
+        restart_overhead_s = (w.restart_overhead_s if w.restart_overhead_s is not None
+                              else profiles.DEFAULT_RESTART_OVERHEAD_S)
     if isinstance(progress_model, str):
         progress_model = perf_registry.create(progress_model)
     backend = SimulatedBackend(
@@ -65,7 +74,8 @@ def simulate(
                 seen[0] = done
                 on_progress(done, total)
 
-    stats = Controller(backend, pol, SimulatedClock(backend), on_cycle=hook).run()
+    clock = SimulatedClock(backend) if w.round_s is None else RoundClock(backend, w.round_s)
+    stats = Controller(backend, pol, clock, on_cycle=hook).run()
     completed = backend.completed()
     if on_progress is not None:
         on_progress(len(completed), total)  # the last completions end the run without a cycle

@@ -1,0 +1,84 @@
+"""Simulation profiles: every assumption a simulation makes beyond the policy and the trace.
+
+A :class:`Profile` bundles the world (the progress model: how fast a job runs where it is
+placed), the cost of a (re)start and when the scheduler may act. The ``default`` profile is our
+realistic one: the policy's own world, a 30 s dead time per restart, decisions at every event
+and at the policy's own timers. An ``*-artifact`` profile reproduces what one authors' simulator
+assumes, so that our policies can be checked against that simulator's numbers on the same input
+(``benchmarks/crosscheck.py``); each lives in its own module of
+:mod:`slurm_sched.sim.profiles`.
+
+Contract: :data:`BUILTIN` maps every profile's name to the module whose ``PROFILE`` declares
+it; a module is imported only when its profile is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from slurm_sched.errors import InputError
+
+#: Dead time after a restart when neither the profile nor the caller names one.
+DEFAULT_RESTART_OVERHEAD_S = 30.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a simulation assumes beyond the policy and the trace.
+
+    Attributes:
+        name: registry name (``--profile``).
+        summary: one line for ``slurm-sched policies --profiles`` and the docs.
+        progress_model: the world, a progress-model registry name; ``None``: the policy's own.
+        restart_overhead_s: dead time after every restart; ``None``: the caller's, else
+            :data:`DEFAULT_RESTART_OVERHEAD_S`.
+        round_s: the scheduler acts only at multiples of this many seconds (fixed rounds, events
+            in between wait for the next round); ``None``: at every arrival and completion and at
+            the policy's own timers.
+        cluster: the cluster shape the artifact simulates (``parse_cluster_spec`` form), the
+            default of tools that run the artifact's inputs; ``None``: no fixed shape.
+    """
+
+    name: str
+    summary: str
+    progress_model: str | None = None
+    restart_overhead_s: float | None = None
+    round_s: float | None = None
+    cluster: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.restart_overhead_s is not None and self.restart_overhead_s < 0:
+            raise ValueError(f"profile {self.name}: restart_overhead_s must be >= 0")
+        if self.round_s is not None and self.round_s <= 0:
+            raise ValueError(f"profile {self.name}: round_s must be > 0")
+
+
+DEFAULT = Profile(
+    name="default",
+    summary="ours: the policy's world, 30 s per restart, decisions at every event",
+)
+
+#: Every profile: name -> the module whose ``PROFILE`` declares it ("" for :data:`DEFAULT`).
+BUILTIN: dict[str, str] = {
+    "default": "",
+}
+
+
+def names() -> list[str]:
+    """Every profile's name (imports nothing)."""
+    return list(BUILTIN)
+
+
+def get(name: str) -> Profile:
+    """The profile ``name``; an unknown name is an :class:`InputError` listing the known ones."""
+    module = BUILTIN.get(name)
+    if module is None:
+        raise InputError(f"unknown profile; known: {', '.join(BUILTIN)}",
+                         field="profile", value=name)
+    if not module:
+        return DEFAULT
+    profile: Profile = importlib.import_module(module).PROFILE
+    if profile.name != name:
+        raise ValueError(f"{module} declares the profile {profile.name!r}, not {name!r}")
+    return profile

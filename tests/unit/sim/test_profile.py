@@ -1,0 +1,63 @@
+"""Simulation profiles: the registry, what a profile supplies to ``simulate``, fixed rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_sched.errors import InputError
+from slurm_sched.model import parse_cluster_spec
+from slurm_sched.sim import profile as profiles
+from slurm_sched.sim.runner import simulate
+from tests.builders import job
+
+CLUSTER = parse_cluster_spec("1x2")
+
+
+def finish(res) -> dict[str, float]:
+    return {c.spec.job_id: c.finish_s for c in res.completed}
+
+
+def test_every_builtin_profile_loads_under_its_own_name() -> None:
+    assert profiles.names()[0] == "default"
+    for name in profiles.names():
+        assert profiles.get(name).name == name
+
+
+def test_an_unknown_profile_names_the_field_and_the_known_ones() -> None:
+    with pytest.raises(InputError) as e:
+        profiles.get("muri")
+    assert e.value.field == "profile"
+    assert "known: default" in str(e.value)
+
+
+def test_a_profile_rejects_a_negative_overhead_and_an_empty_round() -> None:
+    with pytest.raises(ValueError, match="restart_overhead_s"):
+        profiles.Profile(name="x", summary="", restart_overhead_s=-1)
+    with pytest.raises(ValueError, match="round_s"):
+        profiles.Profile(name="x", summary="", round_s=0)
+
+
+def test_the_default_profile_decides_at_every_event() -> None:
+    # b arrives at 7 while a holds both GPUs until 10: FIFO starts b at 10, the completion
+    res = simulate([job("a", 0, 2, 10), job("b", 7, 2, 5)], CLUSTER, "fifo")
+    assert finish(res) == {"a": 10, "b": 15}
+
+
+def test_fixed_rounds_start_jobs_only_at_round_boundaries() -> None:
+    rounds = profiles.Profile(name="rounds", summary="", round_s=6)
+    # a arrives at 0 (a boundary) and ends at 10; b waits for the round at 12, not for 10
+    res = simulate([job("a", 0, 2, 10), job("b", 7, 2, 5)], CLUSTER, "fifo", profile=rounds)
+    assert finish(res) == {"a": 10, "b": 17}
+    # an arrival between boundaries waits for the next one
+    res = simulate([job("c", 1, 1, 4)], CLUSTER, "fifo", profile=rounds)
+    assert finish(res) == {"c": 10}
+
+
+def test_the_profile_supplies_the_overhead_and_the_caller_overrides_it() -> None:
+    # srtf preempts the long job for the short one; its restart pays the overhead
+    jobs = [job("long", 0, 2, 100), job("short", 10, 2, 5)]
+    free = profiles.Profile(name="free", summary="", restart_overhead_s=0)
+    assert finish(simulate(jobs, CLUSTER, "srtf", profile=free))["long"] == 105
+    assert finish(simulate(jobs, CLUSTER, "srtf", profile=free,
+                           restart_overhead_s=20))["long"] == 125
+    assert finish(simulate(jobs, CLUSTER, "srtf"))["long"] == 135  # the default 30 s
