@@ -16,9 +16,9 @@ its, the worst jobs named).
 Runs already in the JSON are skipped (``--force`` re-runs them), so the work can be split over
 several invocations; the JSON is written after every run.
 
-Where the authors' numbers come from (``shared/data/peer/README.md`` has the commands
+Where the authors' numbers come from (``benchmarks/peer/README.md`` has the commands
 and versions): Muri's simulator (Rivendile/Muri @4e69a78) per job on traces 1 and 3, and its
-published raw values (``draw_fig9-10.py``, quoted in ``shared/specs/muri.md``) for traces 1,
+published raw values (``draw_fig9-10.py``, quoted in the Muri spec) for traces 1,
 1', 3, 3', 4 and 4'; Rubick's artifact simulator (AlibabaPAI/reconfigurable-dl-scheduler
 @80e8524) per job on the base trace; Pollux's published results (petuum/adaptdl @c793c70,
 ``simulator/results-jobload/``) per job on workloads 1-8 at loads 0.5, 1.0 and 1.5.
