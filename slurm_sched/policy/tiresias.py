@@ -12,6 +12,12 @@ SJF-BSBF evaluation follows):
   not marked are preempted; marked running jobs keep their GPUs; newly marked jobs take GPUs one
   at a time from the node with the most free GPUs.
 - No starvation promotion (knob 0).
+- Placement (``placement=``): ``"spread"`` (default) takes one GPU at a time from the node with
+  the most free GPUs, so a 6-GPU job on an idle cluster gets one GPU on each of six nodes;
+  ``"node-chunks"`` takes *all it still needs* (up to that node's free GPUs) from the node with
+  the most free GPUs, then repeats (6 GPUs -> 4 + 2). Pollux's simulator places its Tiresias
+  jobs the ``node-chunks`` way: its per-job JCTs (``shared/data/peer-results/pollux/``) match
+  packed step times, not spread ones (``benchmarks/crosscheck_pollux.py``).
 
 Deviation (documented): the spec's version re-evaluates every 60 s. Ours is event driven: it
 runs at every arrival and completion and sets a timer at the exact moment the next running job
@@ -25,9 +31,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from operator import itemgetter
 
-from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView
+from slurm_sched.model import Action, ClusterSnapshot, JobState, JobView, Placement
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.placement import pack_most_free
+from slurm_sched.policy.placement import FreeMap, pack_most_free
 from slurm_sched.policy.queue_based import all_pending_fit, preemptive_in_order
 
 POLLUX_THRESHOLDS_GPU_S: tuple[float, ...] = (3600.0 * 16,)
@@ -38,12 +44,42 @@ TIRESIAS_SIM_THRESHOLDS_GPU_S: tuple[float, ...] = (3250.0, 7200.0)
 _RANK = itemgetter(0, 1, 2, 3)
 
 
+def pack_most_free_chunks(free: FreeMap, num_gpus: int) -> Placement | None:
+    """Take every GPU still needed (up to its free count) from the node with the most free
+    GPUs, then repeat; ties go to cluster order. ``free`` loses the GPUs taken. None (and
+    ``free`` untouched) when the job does not fit."""
+    if num_gpus <= 0 or sum(len(g) for g in free.values()) < num_gpus:
+        return None
+    order = sorted(free, key=lambda n: -len(free[n]))  # stable: ties keep cluster order
+    alloc: dict[str, list[int]] = {}
+    need = num_gpus
+    for node in order:
+        if need == 0:
+            break
+        take = free[node][:need]
+        if take:
+            alloc[node] = list(take)
+            need -= len(take)
+    for node, gpus in alloc.items():
+        for g in gpus:
+            free[node].remove(g)
+    return Placement.of(alloc)
+
+
+_PACKERS = {"spread": pack_most_free, "node-chunks": pack_most_free_chunks}
+
+
 class Tiresias(Policy):
     name = "tiresias"
     paper = "Gu et al., NSDI'19 (discretised 2D-LAS)"
     summary = "discretised 2D-LAS: least attained GPU-service first; preemptive; no durations"
 
-    def __init__(self, thresholds_gpu_s: Sequence[float] = POLLUX_THRESHOLDS_GPU_S) -> None:
+    def __init__(self, thresholds_gpu_s: Sequence[float] = POLLUX_THRESHOLDS_GPU_S,
+                 placement: str = "spread") -> None:
+        if placement not in _PACKERS:
+            raise ValueError(f"placement must be one of {sorted(_PACKERS)}, got {placement!r}")
+        self.placement = placement
+        self._packer = _PACKERS[placement]
         th = tuple(float(t) for t in thresholds_gpu_s)
         if any(t <= 0 for t in th) or list(th) != sorted(th):
             raise ValueError(f"thresholds must be positive and increasing, got {th}")
@@ -92,7 +128,8 @@ class Tiresias(Policy):
             keyed.append((prev[0], prev[1], spec.submit_time_s, jid, j))
         keyed.sort(key=_RANK)
         order = [k[4] for k in keyed]
-        return preemptive_in_order(snapshot, order, packer=pack_most_free, reason="tiresias 2D-LAS")
+        return preemptive_in_order(snapshot, order, packer=self._packer,
+                                   reason="tiresias 2D-LAS")
 
     def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
         """The next moment a running job's attained service crosses a queue threshold.

@@ -14,7 +14,8 @@ are the shared ones of :mod:`slurm_sched.backend.placement_check`):
 - a job's GPUs must be of its required type, exist on the named nodes, and (except for
   ``Reconfigure``) number exactly what the job asked for: gangs start whole;
 - a job restarted after a preemption, migration or reconfiguration makes no progress for
-  ``restart_overhead_s``.
+  ``restart_overhead_s``; a job's first start makes none for ``start_overhead_s`` (0 by
+  default).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class SimulatedBackend(ClusterBackend):
         progress: the progress model (rates); identity by default.
         restart_overhead_s: dead time after a restart (preempt/migrate/reconfigure).
         max_jobs_per_gpu: sharing capacity C of one GPU.
+        start_overhead_s: dead time at a job's first start (0: none).
     """
 
     def __init__(
@@ -71,14 +73,18 @@ class SimulatedBackend(ClusterBackend):
         progress: ProgressModel | None = None,
         restart_overhead_s: float = 30.0,
         max_jobs_per_gpu: int = 2,
+        start_overhead_s: float = 0.0,
     ) -> None:
         if restart_overhead_s < 0:
             raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s}")
+        if start_overhead_s < 0:
+            raise ValueError(f"start_overhead_s must be >= 0, got {start_overhead_s}")
         if max_jobs_per_gpu < 1:
             raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
         self.cluster = cluster
         self.progress = progress or ProgressModel()
         self.restart_overhead_s = restart_overhead_s
+        self.start_overhead_s = start_overhead_s
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.now_s = 0.0
         self._events = EventQueue()
@@ -422,7 +428,8 @@ class SimulatedBackend(ClusterBackend):
                 "settings": settings,
                 "first_start_s": v.first_start_s if v.first_start_s is not None else now,
                 "accounted_at_s": now,
-                "stall_until_s": now + self.restart_overhead_s if restarted else now,
+                "stall_until_s": now + (self.restart_overhead_s if restarted
+                                        else self.start_overhead_s),
                 "rate": 0.0,  # set by _refresh_rates
             }
         )

@@ -38,6 +38,9 @@ class Profile:
             the policy's own timers.
         cluster: the cluster shape the artifact simulates (``parse_cluster_spec`` form), the
             default of tools that run the artifact's inputs; ``None``: no fixed shape.
+        start_overhead_s: dead time at a job's *first* start too (a simulator that charges
+            its restart delay on every allocation, the first included); ``0``: none (ours: a
+            job's first start is free, only restarts cost ``restart_overhead_s``).
     """
 
     name: str
@@ -46,10 +49,13 @@ class Profile:
     restart_overhead_s: float | None = None
     round_s: float | None = None
     cluster: str | None = None
+    start_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.restart_overhead_s is not None and self.restart_overhead_s < 0:
             raise ValueError(f"profile {self.name}: restart_overhead_s must be >= 0")
+        if self.start_overhead_s < 0:
+            raise ValueError(f"profile {self.name}: start_overhead_s must be >= 0")
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError(f"profile {self.name}: round_s must be > 0")
 
@@ -62,6 +68,7 @@ DEFAULT = Profile(
 #: Every profile: name -> the module whose ``PROFILE`` declares it ("" for :data:`DEFAULT`).
 BUILTIN: dict[str, str] = {
     "default": "",
+    "pollux-artifact": "slurm_sched.sim.profiles.pollux_artifact",
 }
 
 

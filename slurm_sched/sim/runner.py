@@ -45,7 +45,8 @@ def simulate(
     and when the policy may act: ``progress_model`` (an instance or a registry name) defaults to
     the profile's, then the policy's own ``progress_model``; ``restart_overhead_s`` to the
     profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
-    ``max_jobs_per_gpu`` to the policy's sharing capacity.
+    ``max_jobs_per_gpu`` to the policy's sharing capacity. The profile's ``start_overhead_s``
+    (dead time at first starts) always applies.
     """
     pol = registry.create(policy) if isinstance(policy, str) else policy
     w = profiles.get(profile) if isinstance(profile, str) else profile
@@ -62,6 +63,7 @@ def simulate(
         progress=progress_model,
         restart_overhead_s=restart_overhead_s,
         max_jobs_per_gpu=max_jobs_per_gpu or max(1, pol.max_jobs_per_gpu),
+        start_overhead_s=w.start_overhead_s,
     )
     total = backend.total_jobs
     hook = None

@@ -177,3 +177,21 @@ def test_count_index_queries_match_sorting():
         assert index.by_most() == [n for n in by_most if counts[n] > 0]
         assert index.most() == by_most[0]
         assert index.total == sum(counts.values())
+
+
+def test_tiresias_node_chunks_takes_whole_nodes_first() -> None:
+    from slurm_sched.policy.placement import pack_most_free
+    from slurm_sched.policy.tiresias import Tiresias, pack_most_free_chunks
+
+    free = {f"n{i}": [0, 1, 2, 3] for i in range(4)}
+    p = pack_most_free_chunks(free, 6)
+    assert p is not None and p.as_dict == {"n0": (0, 1, 2, 3), "n1": (0, 1)}
+    assert free["n1"] == [2, 3]
+    # the most-free node first: n2 and n3 have 4, n1 has 2
+    p = pack_most_free_chunks(free, 5)
+    assert p is not None and p.as_dict == {"n2": (0, 1, 2, 3), "n3": (0,)}
+    assert pack_most_free_chunks(free, 8) is None and free["n3"] == [1, 2, 3]
+    spread = pack_most_free({f"n{i}": [0, 1, 2, 3] for i in range(4)}, 6)
+    assert spread is not None and len(spread.parts) == 4  # the default spreads
+    with pytest.raises(ValueError, match="placement"):
+        Tiresias(placement="packed")

@@ -61,3 +61,26 @@ def test_the_profile_supplies_the_overhead_and_the_caller_overrides_it() -> None
     assert finish(simulate(jobs, CLUSTER, "srtf", profile=free,
                            restart_overhead_s=20))["long"] == 125
     assert finish(simulate(jobs, CLUSTER, "srtf"))["long"] == 135  # the default 30 s
+
+
+def test_a_first_start_is_free_unless_the_profile_charges_it() -> None:
+    jobs = [job("a", 0, 2, 10)]
+    assert finish(simulate(jobs, CLUSTER, "fifo")) == {"a": 10}
+    charged = profiles.Profile(name="charged", summary="", start_overhead_s=30)
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=charged)) == {"a": 40}
+    with pytest.raises(ValueError, match="start_overhead_s"):
+        profiles.Profile(name="x", summary="", start_overhead_s=-1)
+
+
+def test_a_charged_first_start_and_a_restart_each_cost_their_own_overhead() -> None:
+    jobs = [job("long", 0, 2, 100), job("short", 10, 2, 5)]
+    both = profiles.Profile(name="both", summary="", restart_overhead_s=20, start_overhead_s=7)
+    got = finish(simulate(jobs, CLUSTER, "srtf", profile=both))
+    # long: 7 dead, runs 3 by t=10, preempted; short: 7 dead, done at 22; long: 20 dead + 97
+    assert got == {"short": 22, "long": 139}
+
+
+def test_the_pollux_artifact_profile() -> None:
+    p = profiles.get("pollux-artifact")
+    assert (p.round_s, p.restart_overhead_s, p.start_overhead_s, p.cluster) == (60, 30, 30, "16x4")
+    assert p.progress_model == "pollux-artifact"
