@@ -26,7 +26,6 @@ from pathlib import Path
 from slurm_sched.model.cluster import parse_cluster_spec
 from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
-from slurm_sched.policy.tiresias import Tiresias
 from slurm_sched.sim import profile as profiles
 from slurm_sched.sim.runner import simulate
 from slurm_sched.traces import pollux_workload
@@ -36,21 +35,23 @@ DATA = ROOT / "slurm_sched" / "data" / "pollux"
 PEER = Path("/work/shared/data/peer-results/pollux")
 
 
-def make_policy(name: str, tiresias_placement: str | None) -> Policy:
+def make_policy(name: str, tiresias_placement: str | None,
+                options: dict | None = None) -> Policy:
+    opts = dict(options or {})
     if name == "tiresias" and tiresias_placement:
-        return Tiresias(placement=tiresias_placement)
-    return registry.create(name)
+        opts["placement"] = tiresias_placement
+    return registry.create(name, opts)
 
 
 def run_one(policy: str, load: str, wl: int, profile: str, tiresias_placement: str | None,
-            peer: Path, overrides: dict | None = None) -> dict:
+            peer: Path, overrides: dict | None = None, options: dict | None = None) -> dict:
     jobs = pollux_workload.read(DATA / f"workloads-{load}" / f"workload-{wl}.csv")
     prof = profiles.get(profile)
     if overrides:  # one-change diagnosis runs (--set FIELD=VALUE)
         prof = dataclasses.replace(prof, **overrides)
     cluster = parse_cluster_spec(prof.cluster or "16x4")
     t0 = time.monotonic()
-    res = simulate(jobs, cluster, make_policy(policy, tiresias_placement), profile=prof)
+    res = simulate(jobs, cluster, make_policy(policy, tiresias_placement, options), profile=prof)
     wall = time.monotonic() - t0
     ours = {c.spec.job_id: c.finish_s - c.spec.submit_time_s for c in res.completed}
     theirs = json.loads((peer / f"{policy}-{load}.json").read_text())["jcts"][f"workload-{wl}"]
@@ -74,15 +75,18 @@ def main() -> None:
     ap.add_argument("--peer", type=Path, default=PEER)
     ap.add_argument("--worst", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="a policy option (string value), e.g. throughput=measured")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a numeric profile field (diagnosis)")
     args = ap.parse_args()
     overrides = {k: float(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    options = dict(kv.split("=", 1) for kv in args.option)
     rows = []
     for load in args.loads.split(","):
         for wl in (int(w) for w in args.workloads.split(",")):
             r = run_one(args.policy, load, wl, args.profile, args.tiresias_placement, args.peer,
-                        overrides)
+                        overrides, options)
             rows.append(r)
             print(f"{r['policy']} load {load} workload-{wl} [{args.profile}]: ours "
                   f"{r['ours']:.1f} s theirs {r['theirs']:.1f} s ratio {r['ratio']:.4f} "

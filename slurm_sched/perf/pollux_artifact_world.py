@@ -128,7 +128,7 @@ class PolluxArtifactWorld(ProgressModel):
         if settings.sub_batch_size is not None:
             # an elastic policy chose the micro-batch and steps: the global batch follows
             m = placement.num_gpus * settings.sub_batch_size * max(1, settings.accumulation_steps)
-            t = _configured_step_time(app, _per_node(placement), settings.sub_batch_size,
+            t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
                                       max(1, settings.accumulation_steps))
         else:
             m = b0
@@ -141,7 +141,7 @@ class PolluxArtifactWorld(ProgressModel):
         return speed
 
 
-def _configured_step_time(app: str, per_node: tuple[int, ...], sub_batch: int,
+def configured_step_time(app: str, per_node: tuple[int, ...], sub_batch: int,
                           steps: int) -> float:
     """Step time at an explicit micro-batch and accumulation steps (elastic policies)."""
     replicas = sum(per_node)

@@ -82,5 +82,5 @@ def test_a_charged_first_start_and_a_restart_each_cost_their_own_overhead() -> N
 
 def test_the_pollux_artifact_profile() -> None:
     p = profiles.get("pollux-artifact")
-    assert (p.round_s, p.restart_overhead_s, p.start_overhead_s, p.cluster) == (60, 30, 30, "16x4")
+    assert (p.round_s, p.restart_overhead_s, p.start_overhead_s, p.cluster) == (60, 30, 31, "16x4")
     assert p.progress_model == "pollux-artifact"
