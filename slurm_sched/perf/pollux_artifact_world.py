@@ -21,9 +21,11 @@ on one GPU runs two micro-batches of 16,384), ``atomic = ceil(local / (accum + 1
 Rate (isolated seconds of ``JobSpec.duration_s`` per wall second): ``duration_s / (S(B) * t)``,
 so a job at a fixed placement finishes after exactly ``S(B) * t`` seconds of running. When an
 elastic policy sets the micro-batch and steps (global batch M != B), the rate is also multiplied
-by ``gain(M) / gain(B)`` at the job's current epoch (its share of work done), as in
-:mod:`slurm_sched.perf.sjf_bsbf_world`. Jobs without Pollux data run at rate 1. No co-location
-slowdown (the artifact's interference is off in its published runs).
+by ``gain(M) / gain(B)`` at the job's epoch (its share of work done) when the configuration
+was set, as in :mod:`slurm_sched.perf.sjf_bsbf_world` (the backend recomputes a rate only when
+the job's situation changes, so the epoch-dependent gain is held between re-allocations).
+Jobs without Pollux data run at rate 1. No co-location slowdown (the artifact's interference
+is off in its published runs).
 
 Registered as ``pollux-artifact``; the ``pollux-artifact`` simulation profile uses it.
 """

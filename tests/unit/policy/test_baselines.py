@@ -195,3 +195,4 @@ def test_tiresias_node_chunks_takes_whole_nodes_first() -> None:
     assert spread is not None and len(spread.parts) == 4  # the default spreads
     with pytest.raises(ValueError, match="placement"):
         Tiresias(placement="packed")
+
