@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "muri": "slurm_sched.perf.muri_stages",
     "muri-noblossom": "slurm_sched.perf.muri_stages",
     "rubick": "slurm_sched.perf.rubick.world_speed",
+    "rubick-steps": "slurm_sched.perf.rubick.world_speed",
     "sjf-bsbf": "slurm_sched.perf.sjf_bsbf_world",
     "sjf-bsbf-xi1.0": "slurm_sched.perf.sjf_bsbf_world",
     "sjf-bsbf-xi1.25": "slurm_sched.perf.sjf_bsbf_world",

@@ -62,6 +62,8 @@ class SimulatedBackend(ClusterBackend):
         progress: the progress model (rates); identity by default.
         restart_overhead_s: dead time after a restart (preempt/migrate/reconfigure).
         max_jobs_per_gpu: sharing capacity C of one GPU.
+        first_start_overhead: charge ``restart_overhead_s`` on a job's first start too (as
+            simulators that launch every job through the restart path); default: free.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class SimulatedBackend(ClusterBackend):
         progress: ProgressModel | None = None,
         restart_overhead_s: float = 30.0,
         max_jobs_per_gpu: int = 2,
+        first_start_overhead: bool = False,
     ) -> None:
         if restart_overhead_s < 0:
             raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s}")
@@ -80,6 +83,7 @@ class SimulatedBackend(ClusterBackend):
         self.progress = progress or ProgressModel()
         self.restart_overhead_s = restart_overhead_s
         self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.first_start_overhead = first_start_overhead
         self.now_s = 0.0
         self._events = EventQueue()
         self._specs: dict[str, JobSpec] = {}
@@ -348,7 +352,7 @@ class SimulatedBackend(ClusterBackend):
         if isinstance(a, (Start, Share)):
             require(v, JobState.PENDING, kind)
             self._check_placement(v, a.placement, allow_shared=isinstance(a, Share), exact=True)
-            restarted = v.first_start_s is not None
+            restarted = self.first_start_overhead or v.first_start_s is not None
             return [self._place(v, a.placement, a.settings, restarted=restarted)]
         if isinstance(a, Suspend):
             require(v, JobState.RUNNING, kind)
@@ -391,7 +395,7 @@ class SimulatedBackend(ClusterBackend):
                     self._take_slots(old)
                 raise
             settings = a.settings if isinstance(a, Reconfigure) else v.settings
-            restarted = v.first_start_s is not None
+            restarted = self.first_start_overhead or v.first_start_s is not None
             nv = self._place(v, a.placement, settings, restarted=restarted)
             return [old, nv]
         raise ActionRejected(f"unknown action kind {kind!r}")

@@ -61,3 +61,41 @@ def test_the_profile_supplies_the_overhead_and_the_caller_overrides_it() -> None
     assert finish(simulate(jobs, CLUSTER, "srtf", profile=free,
                            restart_overhead_s=20))["long"] == 125
     assert finish(simulate(jobs, CLUSTER, "srtf"))["long"] == 135  # the default 30 s
+
+
+def test_first_start_overhead_charges_the_first_start_only_when_asked() -> None:
+    jobs = [job("a", 0, 1, 10)]
+    plain = profiles.Profile(name="p", summary="", restart_overhead_s=7)
+    first = profiles.Profile(name="f", summary="", restart_overhead_s=7, first_start_overhead=True)
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=plain)) == {"a": 10}
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=first)) == {"a": 17}
+    # a restart pays it once more, as without the field
+    pre = [job("long", 0, 2, 100), job("short", 10, 2, 5)]
+    f0 = profiles.Profile(name="f0", summary="", restart_overhead_s=0, first_start_overhead=True)
+    assert finish(simulate(pre, CLUSTER, "srtf", profile=f0))["long"] == 105
+    f3 = profiles.Profile(name="f3", summary="", restart_overhead_s=3, first_start_overhead=True)
+    # long: 3 s stall, runs 3-10 (7 s done), preempted; short 10-18; long again 18+3, 93 s left
+    assert finish(simulate(pre, CLUSTER, "srtf", profile=f3)) == {"short": 18, "long": 114}
+
+
+def test_policy_options_of_a_profile_apply_to_a_policy_named_and_yield_to_the_callers() -> None:
+    opts = profiles.Profile(name="o", summary="", policy_options={"rubick": {"online_fit": False}})
+    assert opts.options_for("rubick") == {"online_fit": False}
+    assert opts.options_for("rubick", {"online_fit": True, "lock_rule": "past"}) == {
+        "online_fit": True, "lock_rule": "past"}
+    assert opts.options_for("fifo") == {}
+    assert profiles.DEFAULT.options_for("rubick") == {}
+    # simulate() creates a policy given by name with them; an unknown option is refused there
+    bad = profiles.Profile(name="b", summary="", policy_options={"fifo": {"nope": 1}})
+    with pytest.raises(InputError, match="nope"):
+        simulate([job("a", 0, 1, 10)], CLUSTER, "fifo", profile=bad)
+
+
+def test_the_rubick_artifact_profile_declares_the_artifacts_world() -> None:
+    p = profiles.get("rubick-artifact")
+    assert (p.round_s, p.restart_overhead_s, p.first_start_overhead, p.progress_model) == (
+        60.0, 260.0, True, "rubick-steps")
+    c = parse_cluster_spec(p.cluster or "")
+    assert (len(c.nodes), c.total_gpus) == (8, 64)
+    assert {(n.cpus, n.mem_gb, n.gpu_type) for n in c.nodes} == {(96, 1600.0, "a800")}
+    assert p.options_for("rubick")["online_fit"] is False
