@@ -252,6 +252,9 @@ def table4_markdown(results: dict) -> str:
 
 # ============================================================================ artifact
 PEER_BASE = Path("benchmarks/peer/rubick-artifact-base.csv")
+#: Jobs submitted before this (41 of 406) arrive before the artifact's own stall: no job
+#: completes there from 18,621 s to 24,129 s, while one LLaMA-2-7B job holds the cluster.
+EARLY_S = 16_000.0
 #: One run per row: (label, policy options over the profile's, profile fields replaced); the
 #: first row is the profile itself, every other row changes exactly one thing of it.
 ARTIFACT_RUNS: list[tuple[str, dict[str, object], dict[str, object]]] = [
@@ -293,6 +296,9 @@ def artifact_compare(label: str, options: dict[str, object], fields: dict[str, o
         "makespan_s": res.metrics.makespan_s,
         "within_1pct": sum(abs(r) <= 0.01 for r in rel.values()) / len(rel),
         "within_10pct": sum(abs(r) <= 0.10 for r in rel.values()) / len(rel),
+        "early_jobs": sum(c.spec.submit_time_s < EARLY_S for c in ours.values()),
+        "early_within_1pct": sum(abs(rel[j]) <= 0.01 for j, c in ours.items()
+                                 if c.spec.submit_time_s < EARLY_S),
         "median_ratio": float(np.median([1 + r for r in rel.values()])),
         "avg_jct_s_by_model": {k: float(np.mean(v)) for k, v in sorted(by_model.items())},
         "worst": [{"job": j, "ours_s": ours[j].jct_s, "artifact_s": peer[j],
@@ -322,13 +328,14 @@ def artifact() -> dict:
 def artifact_markdown(res: dict) -> str:
     a = res["artifact"]
     lines = ["\n| Run (one change of the profile) | Avg JCT (s) | / artifact | Makespan (s) | "
-             "Jobs within 1% | within 10% | Median JCT ratio |", "|---|---|---|---|---|---|---|"]
-    lines.append(f"| artifact simulator | {a['avg_jct_s']:.1f} | 1 | 58680 | | | |")
+             "Jobs within 1% | within 10% | Median JCT ratio | Jobs before 16,000 s within 1% |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines.append(f"| artifact simulator | {a['avg_jct_s']:.1f} | 1 | 58680 | | | | |")
     for r in res["runs"]:
         lines.append(f"| {r['label']} | {r['avg_jct_s']:.1f} | "
                      f"{r['avg_jct_s'] / a['avg_jct_s']:.3f} | {r['makespan_s']:.0f} | "
                      f"{100 * r['within_1pct']:.1f}% | {100 * r['within_10pct']:.1f}% | "
-                     f"{r['median_ratio']:.3f} |")
+                     f"{r['median_ratio']:.3f} | {r['early_within_1pct']} of {r['early_jobs']} |")
     models = list(a["avg_jct_s_by_model"])
     lines.append("\nAverage JCT by model (h):\n")
     lines.append("| Run | " + " | ".join(models) + " |")

@@ -87,7 +87,8 @@ common_sim_options: list[Callable[[F], F]] = [
     click.option("--trace-format", "trace_format", default=None,
                  help="Trace format (default: detected from the header)."),
     click.option("--cluster", "cluster", required=True, callback=_cluster,
-                 help="Cluster NxG[:type][,NxG[:type]...], e.g. 16x4 or 3x8:v100,6x8:p100."),
+                 help="Cluster NxG[:type][/Ccpu][/Mgb][,...], e.g. 16x4, 3x8:v100,6x8:p100 or "
+                      "8x8:a800/96cpu/1600gb (CPUs and GB per node; default 32 and 256)."),
     click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=None,
                  help="Dead time after a job restarts (preempt/migrate); default: the "
                       "profile's, else 30."),
