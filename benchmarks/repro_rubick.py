@@ -304,6 +304,9 @@ def artifact_compare(label: str, options: dict[str, object], fields: dict[str, o
         "worst": [{"job": j, "ours_s": ours[j].jct_s, "artifact_s": peer[j],
                    "ours_start_s": ours[j].first_start_s} for j in worst],
         "model_refits": getattr(pol.predictor, "refits", None), "wall_s": wall,
+        "per_job": {j: {"ours_s": c.jct_s, "artifact_s": peer[j], "ours_start_s": c.first_start_s,
+                        "preemptions": c.preemptions} for j, c in ours.items()}
+        if not (options or fields) else None,
     }
 
 
