@@ -265,6 +265,7 @@ ARTIFACT_RUNS: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("online refit on", {"online_fit": True}, {}),
     ("policy delta 78 s", {"restart_cost_s": 78.0}, {}),
     ("predictor oracle (measured tables)", {"predictor": "oracle"}, {}),
+    ("fit loss with components (the artifact's)", {"predictor": "fitted-components"}, {}),
     ("lock rule inclusive", {"lock_rule": "inclusive"}, {}),
     ("slope order ascending", {"slope_order": "ascending"}, {}),
     ("no stealing", {"steal": False}, {}),

@@ -176,10 +176,13 @@ class Rubick(Policy):
         if isinstance(predictor, str):
             if predictor == "fitted":
                 predictor = FittedPredictor()
+            elif predictor == "fitted-components":  # the artifact's three-term fit loss
+                predictor = FittedPredictor(loss="components")
             elif predictor == "oracle":
                 predictor = OraclePredictor(catalog)
             else:
-                raise ValueError(f"predictor must be 'fitted' or 'oracle', got {predictor!r}")
+                raise ValueError("predictor must be 'fitted', 'fitted-components' or 'oracle', "
+                                 f"got {predictor!r}")
         self.predictor: Predictor = predictor
         #: predictions depend on the model's name only (see :meth:`_time`)
         self._name_keyed = type(predictor) in (FittedPredictor, OraclePredictor)
