@@ -28,6 +28,7 @@ BUILTIN: dict[str, str] = {
     "muri-noblossom": "slurm_sched.perf.muri_stages",
     "pollux-artifact": "slurm_sched.perf.pollux_artifact_world",
     "rubick": "slurm_sched.perf.rubick.world_speed",
+    "rubick-steps": "slurm_sched.perf.rubick.world_speed",
     "sjf-bsbf": "slurm_sched.perf.sjf_bsbf_world",
     "sjf-bsbf-xi1.0": "slurm_sched.perf.sjf_bsbf_world",
     "sjf-bsbf-xi1.25": "slurm_sched.perf.sjf_bsbf_world",

@@ -15,7 +15,8 @@ it; a module is imported only when its profile is asked for.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from slurm_sched.errors import InputError
 
@@ -36,11 +37,16 @@ class Profile:
         round_s: the scheduler acts only at multiples of this many seconds (fixed rounds, events
             in between wait for the next round); ``None``: at every arrival and completion and at
             the policy's own timers.
-        cluster: the cluster shape the artifact simulates (``parse_cluster_spec`` form), the
-            default of tools that run the artifact's inputs; ``None``: no fixed shape.
+        cluster: the cluster shape the artifact simulates (``parse_cluster_spec`` form, e.g.
+            ``8x8:a800/96cpu/1600gb``), the default of tools that run the artifact's inputs;
+            ``None``: no fixed shape.
         start_overhead_s: dead time at a job's *first* start too (a simulator that charges
             its restart delay on every allocation, the first included); ``0``: none (ours: a
             job's first start is free, only restarts cost ``restart_overhead_s``).
+        policy_options: constructor options per policy registry name (the artifact's setting of
+            a documented policy option, e.g. no online model refit); applied where the policy is
+            created by name (:func:`~slurm_sched.sim.runner.simulate` with a name, the CLI), under
+            the caller's own options (see :meth:`options_for`).
     """
 
     name: str
@@ -50,6 +56,13 @@ class Profile:
     round_s: float | None = None
     cluster: str | None = None
     start_overhead_s: float = 0.0
+    policy_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def options_for(self, policy: str,
+                    given: Mapping[str, object] | None = None) -> dict[str, object]:
+        """The options to create ``policy`` (a registry name) with: this profile's for it,
+        each overridden by the caller's ``given`` ones."""
+        return {**self.policy_options.get(policy, {}), **(given or {})}
 
     def __post_init__(self) -> None:
         if self.restart_overhead_s is not None and self.restart_overhead_s < 0:
@@ -69,6 +82,7 @@ DEFAULT = Profile(
 BUILTIN: dict[str, str] = {
     "default": "",
     "pollux-artifact": "slurm_sched.sim.profiles.pollux_artifact",
+    "rubick-artifact": "slurm_sched.sim.profiles.rubick_artifact",
 }
 
 

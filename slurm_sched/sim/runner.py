@@ -46,10 +46,11 @@ def simulate(
     the profile's, then the policy's own ``progress_model``; ``restart_overhead_s`` to the
     profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
     ``max_jobs_per_gpu`` to the policy's sharing capacity. The profile's ``start_overhead_s``
-    (dead time at first starts) always applies.
+    (dead time at first starts) always applies. A policy given by name is created with the
+    profile's options for it (``Profile.policy_options``); an instance is used as is.
     """
-    pol = registry.create(policy) if isinstance(policy, str) else policy
     w = profiles.get(profile) if isinstance(profile, str) else profile
+    pol = registry.create(policy, w.options_for(policy)) if isinstance(policy, str) else policy
     if progress_model is None:
         progress_model = w.progress_model or pol.progress_model or "identity"
     if restart_overhead_s is None:

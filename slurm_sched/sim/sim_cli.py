@@ -87,7 +87,8 @@ common_sim_options: list[Callable[[F], F]] = [
     click.option("--trace-format", "trace_format", default=None,
                  help="Trace format (default: detected from the header)."),
     click.option("--cluster", "cluster", required=True, callback=_cluster,
-                 help="Cluster NxG[:type][,NxG[:type]...], e.g. 16x4 or 3x8:v100,6x8:p100."),
+                 help="Cluster NxG[:type][/Ccpu][/Mgb][,...], e.g. 16x4, 3x8:v100,6x8:p100 or "
+                      "8x8:a800/96cpu/1600gb (CPUs and GB per node; default 32 and 256)."),
     click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=None,
                  help="Dead time after a job restarts (preempt/migrate); default: the "
                       "profile's, else 30."),
@@ -160,7 +161,8 @@ def run_policy(jobs: list[JobSpec], cluster: Cluster, name: str, options: dict[s
                on_progress: Callable[[int, int], None] | None = None) -> SimulationResult:
     """One policy (registry name and options) in the world ``world`` under ``profile``: what
     ``simulate`` and ``compare`` run for each policy, and what ``sweep`` runs for each cell."""
-    policy = registry.create(name, options)
+    prof = profiles.get(profile) if isinstance(profile, str) else profile
+    policy = registry.create(name, prof.options_for(name, options))
     return simulate_run(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
                         progress_model=world, on_progress=on_progress, profile=profile)
 

@@ -84,3 +84,40 @@ def test_the_pollux_artifact_profile() -> None:
     p = profiles.get("pollux-artifact")
     assert (p.round_s, p.restart_overhead_s, p.start_overhead_s, p.cluster) == (60, 30, 31, "16x4")
     assert p.progress_model == "pollux-artifact"
+
+def test_policy_options_of_a_profile_apply_to_a_policy_named_and_yield_to_the_callers() -> None:
+    opts = profiles.Profile(name="o", summary="", policy_options={"rubick": {"online_fit": False}})
+    assert opts.options_for("rubick") == {"online_fit": False}
+    assert opts.options_for("rubick", {"online_fit": True, "lock_rule": "past"}) == {
+        "online_fit": True, "lock_rule": "past"}
+    assert opts.options_for("fifo") == {}
+    assert profiles.DEFAULT.options_for("rubick") == {}
+    # simulate() creates a policy given by name with them; an unknown option is refused there
+    bad = profiles.Profile(name="b", summary="", policy_options={"fifo": {"nope": 1}})
+    with pytest.raises(InputError, match="nope"):
+        simulate([job("a", 0, 1, 10)], CLUSTER, "fifo", profile=bad)
+
+
+def test_the_rubick_artifact_profile_declares_the_artifacts_world() -> None:
+    p = profiles.get("rubick-artifact")
+    assert (p.round_s, p.restart_overhead_s, p.start_overhead_s, p.progress_model) == (
+        60.0, 260.0, 260.0, "rubick-steps")
+    c = parse_cluster_spec(p.cluster or "")
+    assert (len(c.nodes), c.total_gpus) == (8, 64)
+    assert {(n.cpus, n.mem_gb, n.gpu_type) for n in c.nodes} == {(96, 1600.0, "a800")}
+    assert p.options_for("rubick")["online_fit"] is False
+
+
+def test_the_rubick_artifact_world_ends_an_uncontended_job_when_the_artifact_does() -> None:
+    """Alone on the cluster, gpt2-4 (8 GPUs, zero-dp, 2,503 steps, submitted at 3,818 s) waits
+    for the round at 3,840 s, loses 260 s and runs 2,504 iterations of 0.53 s: the artifact
+    simulator's JCT is 1,609.54 s (``benchmarks/peer/rubick/base-rubick.csv``)."""
+    from slurm_sched.traces import bundled, read_trace
+
+    prof = profiles.get("rubick-artifact")
+    jobs = [j for j in read_trace(bundled("rubick/workloads/workload-base.csv"))
+            if j.job_id in ("gpt2-4", "roberta-18")]
+    res = simulate(jobs, parse_cluster_spec(prof.cluster or ""), "rubick", profile=prof)
+    jct = {c.spec.job_id: c.jct_s for c in res.completed}
+    assert jct["gpt2-4"] == pytest.approx(1609.54, abs=0.1)
+    assert jct["roberta-18"] == pytest.approx(2241.49, abs=0.1)
