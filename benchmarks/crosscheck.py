@@ -32,14 +32,14 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from slurm_sched.model import Cluster, CompletedJob, JobSpec, parse_cluster_spec  # noqa: E402
+from slurm_sched.sim import profile as profiles  # noqa: E402
 from slurm_sched.traces import bundled, read_trace  # noqa: E402
 
 PEER = ROOT / "benchmarks" / "peer"  # the authors' simulators' outputs (its README.md)
@@ -75,16 +75,20 @@ class Pair:
 
 @dataclass
 class Artifact:
-    """One authors' simulator: its profile, cluster, traces and the pairs it covers."""
+    """One authors' simulator: its profile (which names its cluster), traces and the pairs it
+    covers."""
 
     name: str
     profile: str
-    cluster: Callable[[], Cluster]
     trace: Callable[[str], list[JobSpec]]
     pairs: Callable[[], list[Pair]]
     #: our policy for a row name (registry name and options)
     policy: Callable[[str], tuple[str, dict[str, object]]] = lambda n: (n, {})
-    notes: list[str] = field(default_factory=list)
+
+    def cluster(self) -> Cluster:
+        shape = profiles.get(self.profile).cluster
+        assert shape is not None, f"profile {self.profile} names no cluster"
+        return parse_cluster_spec(shape)
 
 
 def zero_submits(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -153,12 +157,6 @@ def muri_policy(row: str) -> tuple[str, dict[str, object]]:
 
 
 # --- Rubick
-def rubick_cluster() -> Cluster:
-    from repro_rubick import testbed  # the 8 x 8 A800 testbed, 96 CPUs and 1,600 GB a node
-
-    return testbed()
-
-
 def rubick_pairs() -> list[Pair]:
     with (PEER / "rubick" / "base-rubick.csv").open() as f:
         jobs = {r["job"]: float(r["jct_s"]) for r in csv.DictReader(f)}
@@ -194,11 +192,9 @@ def pollux_trace(name: str) -> list[JobSpec]:
 
 
 ARTIFACTS: dict[str, Artifact] = {
-    "muri": Artifact("muri", "muri-artifact", lambda: parse_cluster_spec("8x8"), muri_trace,
-                     muri_pairs, muri_policy),
-    "rubick": Artifact("rubick", "rubick-artifact", rubick_cluster, rubick_trace, rubick_pairs),
-    "pollux": Artifact("pollux", "pollux-artifact", lambda: parse_cluster_spec("16x4"),
-                       pollux_trace, pollux_pairs),
+    "muri": Artifact("muri", "muri-artifact", muri_trace, muri_pairs, muri_policy),
+    "rubick": Artifact("rubick", "rubick-artifact", rubick_trace, rubick_pairs),
+    "pollux": Artifact("pollux", "pollux-artifact", pollux_trace, pollux_pairs),
 }
 
 
@@ -208,8 +204,9 @@ def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str) -> list
     from slurm_sched.sim.runner import simulate
 
     name, options = artifact.policy(row)
-    prof = artifact.profile if profile == "artifact" else "default"
-    res = simulate(jobs, artifact.cluster(), registry.create(name, options), profile=prof)
+    prof = profiles.get(artifact.profile if profile == "artifact" else "default")
+    policy = registry.create(name, prof.options_for(name, options))
+    res = simulate(jobs, artifact.cluster(), policy, profile=prof)
     if len(res.completed) != len(jobs):
         raise RuntimeError(f"{row}: {len(res.completed)} of {len(jobs)} jobs completed "
                            f"({len(res.rejected)} rejected)")

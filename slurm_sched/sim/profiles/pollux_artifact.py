@@ -1,6 +1,6 @@
 """The ``pollux-artifact`` profile: the world of Pollux's OSDI'21 simulator.
 
-Reference numbers: ``shared/data/peer-results/pollux/<policy>-<load>.json`` (the artifact's
+Reference numbers: ``benchmarks/peer/pollux/<policy>-<load>.json`` (the artifact's
 ``simulator/results-jobload/``: Tiresias, Pollux and Optimus on ``workloads-<load>/workload-
 {1..8}.csv``, 16 nodes x 4 GPUs). What that simulator assumes, and where it is here:
 
@@ -20,7 +20,7 @@ Reference numbers: ``shared/data/peer-results/pollux/<policy>-<load>.json`` (the
   completion from statistical progress, step times from ``placements.csv``).
 - No co-location (its interference knob is off in the published runs).
 - Its Tiresias places a job by taking all it still needs from the node with the most free
-  GPUs: run ``tiresias`` with the policy option ``placement="node-chunks"`` in this profile.
+  GPUs: this profile runs ``tiresias`` with the policy option ``placement="node-chunks"``.
 
 ``python benchmarks/crosscheck_pollux.py`` compares our policies in this profile with those
 numbers job by job.
@@ -37,4 +37,5 @@ PROFILE = Profile(
     start_overhead_s=31.0,
     round_s=60.0,
     cluster="16x4",
+    policy_options={"tiresias": {"placement": "node-chunks"}},
 )
