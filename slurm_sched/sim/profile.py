@@ -15,9 +15,11 @@ it; a module is imported only when its profile is asked for.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from slurm_sched.errors import InputError
+from slurm_sched.model import JobSpec
 
 #: Dead time after a restart when neither the profile nor the caller names one.
 DEFAULT_RESTART_OVERHEAD_S = 30.0
@@ -38,6 +40,18 @@ class Profile:
             the policy's own timers.
         cluster: the cluster shape the artifact simulates (``parse_cluster_spec`` form), the
             default of tools that run the artifact's inputs; ``None``: no fixed shape.
+        event_overhead_s: ``None`` (default): off. Else the per-event overhead table
+            ``{model: {gpus: seconds}}``: every running job loses its overhead of progress at
+            every scheduling event (arrival, completion, the policy's own timer), whether it
+            was restarted or not, clamped to the time it ran since its previous event; a member
+            of an interleaving group loses the sum over its running group
+            (``SimulatedBackend(event_overhead=...)``). A job's entry is its model's row at
+            the largest GPU count <= its own (else the smallest);
+            ``event_overhead_default_s`` for a model not in the table.
+        event_overhead_default_s: see ``event_overhead_s``.
+        policy_options: ``{policy name: {option: value}}``: options this profile gives a
+            policy created by name (the artifact's documented behaviour where it is a policy
+            option); options the caller names win.
     """
 
     name: str
@@ -46,12 +60,34 @@ class Profile:
     restart_overhead_s: float | None = None
     round_s: float | None = None
     cluster: str | None = None
+    event_overhead_s: Mapping[str, Mapping[int, float]] | None = None
+    event_overhead_default_s: float = 10.0
+    policy_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def event_overhead(self, spec: JobSpec) -> float:
+        """One job's per-event overhead (s) by ``event_overhead_s`` (0 when that is off)."""
+        table = self.event_overhead_s
+        if table is None:
+            return 0.0
+        row = table.get(spec.model or "")
+        if not row:
+            return self.event_overhead_default_s
+        fits = [g for g in row if g <= spec.num_gpus]
+        return float(row[max(fits)] if fits else row[min(row)])
+
+    def options_for(self, policy: str, given: Mapping[str, object] | None = None,
+                    ) -> dict[str, object]:
+        """The options for ``policy`` (a registry name): this profile's, then ``given``."""
+        return {**self.policy_options.get(policy, {}), **(given or {})}
 
     def __post_init__(self) -> None:
         if self.restart_overhead_s is not None and self.restart_overhead_s < 0:
             raise ValueError(f"profile {self.name}: restart_overhead_s must be >= 0")
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError(f"profile {self.name}: round_s must be > 0")
+        rows = (self.event_overhead_s or {}).values()
+        if self.event_overhead_default_s < 0 or any(v < 0 for r in rows for v in r.values()):
+            raise ValueError(f"profile {self.name}: event overheads must be >= 0")
 
 
 DEFAULT = Profile(
@@ -62,6 +98,7 @@ DEFAULT = Profile(
 #: Every profile: name -> the module whose ``PROFILE`` declares it ("" for :data:`DEFAULT`).
 BUILTIN: dict[str, str] = {
     "default": "",
+    "muri-artifact": "slurm_sched.sim.profiles.muri_artifact",
 }
 
 

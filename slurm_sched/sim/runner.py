@@ -45,10 +45,12 @@ def simulate(
     and when the policy may act: ``progress_model`` (an instance or a registry name) defaults to
     the profile's, then the policy's own ``progress_model``; ``restart_overhead_s`` to the
     profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
-    ``max_jobs_per_gpu`` to the policy's sharing capacity.
+    ``max_jobs_per_gpu`` to the policy's sharing capacity. A policy given by name gets the
+    profile's ``policy_options`` for it; the profile's ``event_overhead_s`` switches on the
+    backend's per-event overhead.
     """
-    pol = registry.create(policy) if isinstance(policy, str) else policy
     w = profiles.get(profile) if isinstance(profile, str) else profile
+    pol = registry.create(policy, w.options_for(policy)) if isinstance(policy, str) else policy
     if progress_model is None:
         progress_model = w.progress_model or pol.progress_model or "identity"
     if restart_overhead_s is None:
@@ -62,6 +64,7 @@ def simulate(
         progress=progress_model,
         restart_overhead_s=restart_overhead_s,
         max_jobs_per_gpu=max_jobs_per_gpu or max(1, pol.max_jobs_per_gpu),
+        event_overhead=w.event_overhead if w.event_overhead_s is not None else None,
     )
     total = backend.total_jobs
     hook = None
