@@ -72,7 +72,8 @@ def main() -> int:
     ap.add_argument("-o", "--option", action="append", default=[], help="policy KEY=VALUE")
     ap.add_argument("--peer", default=str(PEER))
     ap.add_argument("--worst", type=int, default=5)
-    ap.add_argument("--dump", help="write ours per job (job_id,end_time) to this CSV")
+    ap.add_argument("--dump", help="write ours per job (job_id,start_time,end_time,"
+                                   "preemptions) to this CSV")
     args = ap.parse_args()
 
     from slurm_sched.model import parse_cluster_spec
@@ -114,9 +115,9 @@ def main() -> int:
         out["worst"] = [(j, round(ours[j]), round(peer[j])) for j in rel[:args.worst]]
     if args.dump:
         with open(args.dump, "w") as f:
-            f.write("job_id,end_time\n")
-            for j, t in ours.items():
-                f.write(f"{j},{t}\n")
+            f.write("job_id,start_time,end_time,preemptions\n")
+            for c in res.completed:
+                f.write(f"{c.spec.job_id},{c.first_start_s},{c.finish_s},{c.preemptions}\n")
     print(json.dumps(out))
     return 0
 
