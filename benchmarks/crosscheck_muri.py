@@ -44,11 +44,12 @@ PUBLISHED = {
 
 def load_jobs(trace: str) -> list:
     """The trace's jobs; ``<name>_pr`` not bundled = ``<name>`` with every submit at 0."""
+    from slurm_sched.errors import InputError
     from slurm_sched.traces import bundled, read_trace
 
     try:
         return read_trace(bundled(f"muri/{trace}.csv"))
-    except (FileNotFoundError, OSError):
+    except InputError:
         if not trace.endswith("_pr"):
             raise
     jobs = read_trace(bundled(f"muri/{trace[:-3]}.csv"))

@@ -7,7 +7,8 @@ AntMan's scheduler is not open source, so Muri compares with it in simulation on
 - Each job has a class: 0 = resource-guarantee, 1 = opportunistic, from the trace column
   ``priority`` (``JobSpec.attrs["priority"]``). Without it the class is a fixed pseudo-random
   bit of the job id (CRC-32), about half and half like the traces.
-- Order: class, then submit time, then job id (FIFO within a class, guarantee jobs first).
+- Order: class, then submit time, then arrival order (FIFO within a class, guarantee jobs
+  first).
   Jobs are never preempted or migrated.
 - A guarantee job needs GPUs that hold no other guarantee job (an opportunistic job may be
   there: it then shares). It reserves GPUs incrementally (learned state): a job that fits one
@@ -249,8 +250,9 @@ class AntMan(Policy):
         slots_of = _Slots(nodes, guar, opp, reserved_by)
         typed_nodes: dict[str | None, tuple[list[Node], dict[str, int]]] = {}
         actions: list[Action] = []
-        order = sorted(pending, key=lambda j: (antman_class(j.spec), j.spec.submit_time_s,
-                                               j.spec.job_id))
+        # stable sort of the pending jobs (arrival order): equal submit times keep the trace's
+        # order (an id compared as a string would put "10" before "9")
+        order = sorted(pending, key=lambda j: (antman_class(j.spec), j.spec.submit_time_s))
         total = sum(n.num_gpus for n in nodes)
         for job in order:
             spec = job.spec

@@ -191,3 +191,19 @@ def test_antman_best_fit_puts_a_guarantee_job_on_the_fullest_node_that_holds_it(
     assert [(a.kind, a.placement) for a in best] == [("share", place(**{"node-1": [2, 3]}))]
     with pytest.raises(ValueError, match="guarantee_node"):
         AntMan(guarantee_node="x")
+
+
+def test_antman_fifo_ties_follow_arrival_order_not_the_id_string():
+    """Jobs "9" and "10" are submitted together, "9" first in the trace; each needs the whole
+    node. FIFO runs "9" first (comparing ids as strings would put "10" first)."""
+    jobs = [job("9", 0, 4, 10, attrs={"priority": 0}), job("10", 0, 4, 10, attrs={"priority": 0})]
+    res = simulate(jobs, ONE_NODE, "antman", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0
+
+
+def test_themis_ties_follow_arrival_order_not_the_id_string():
+    jobs = [job("9", 0, 4, 10), job("10", 0, 4, 10)]
+    res = simulate(jobs, ONE_NODE, "themis", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0
