@@ -49,12 +49,12 @@ PROFILE = Profile(
     event_overhead_default_s=10.0,
     policy_options={
         # its dlas-gpu: queues as lists, running jobs ahead of waiting ones; queue jumps are
-        # events (trace 3: 347,216 s vs the artifact's 347,213; every job within 1 %)
+        # events (trace 3: 347,218 s vs the artifact's 347,213; every job within 1 %)
         "tiresias-3q": {"queue_order": "sim", "jump_events": True},
         # a guarantee job reserves on the fullest node that still holds it (trace 3: 312,320 s
         # vs 305,454; most-available node: 364,417)
         "antman": {"guarantee_node": "best-fit"},
-        # the isolated-throughput bug of its themis_sim_jobs (spec 3, Muri issue #3; trace 3:
+        # the isolated-throughput bug of its themis_sim_jobs (spec section 3; trace 3:
         # 397,832 s vs 397,059; fixed: 409,748)
         "themis": {"artifact_iso_bug": True},
     },
