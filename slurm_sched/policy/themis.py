@@ -15,8 +15,9 @@ the Gavel-style simulation of it in the Muri artifact (``themis_sim_jobs``), spe
   ``sum g_i x_i(t)`` fits. (The artifact solves the same min-max with cvxpy/ECOS; its optimum
   is not unique for jobs below the max, and we take the least allocation that reaches it.)
 - Order: ``x_i / executed_i`` descending (``x_i * 1e9`` for a job that never ran), ties by the
-  deficit ``time it should have received - executed`` and by ``x_i``; the jobs that fit by GPU
-  count run, the others are preempted (``preemptive_in_order``, consolidated placement).
+  deficit ``time it should have received - executed``, by ``x_i``, then by submit time and
+  arrival order; the jobs that fit by GPU count run, the others are preempted
+  (``preemptive_in_order``, consolidated placement).
 
 It knows each job's remaining iterations, so it is clairvoyant (spec AMBIGUITY: the paper lists
 it among the duration-unaware baselines). ``artifact_iso_bug=True`` reproduces the artifact's
@@ -142,7 +143,8 @@ class Themis(Policy):
             self._should_s[jid] = should + float(x[i]) * elapsed
             xi = float(x[i])
             val = xi * 1e9 if executed <= 0 else xi / executed
-            keyed.append((-val, -deficit, -xi, j.spec.submit_time_s, jid, j))
+            # last tie-break: arrival order (the snapshot's), not the id as a string
+            keyed.append((-val, -deficit, -xi, j.spec.submit_time_s, i, j))
         self._forget(snapshot)
         if not snapshot.pending:
             return []

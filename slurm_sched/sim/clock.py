@@ -1,7 +1,8 @@
 """The simulated clock: virtual time that jumps to the next event of a :class:`SimulatedBackend`.
 
 ``wait(wake_at_s)`` advances to the next event (arrival, completion) or to the policy's timer,
-whichever comes first, handling the events on the way.
+whichever comes first, handling the events on the way, and tells the backend where it stopped
+(:meth:`SimulatedBackend.scheduling_point`: the per-event overhead of artifact profiles).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class SimulatedClock(Clock):
             t = min(nxt, wake_at_s)
         assert t is not None  # both None returned above
         self.backend.advance_to(t)
+        self.backend.scheduling_point(timer=t == wake_at_s)
         return t
 
 
@@ -66,4 +68,5 @@ class RoundClock(SimulatedClock):
         if t < first:  # float rounding of the product; a t short of the event would loop
             t += self.round_s
         self.backend.advance_to(t)
+        self.backend.scheduling_point(timer=True)  # every round is a scheduling event
         return t

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurm_sched.errors import InputError
+from slurm_sched.model import JobSpec
 
 #: Dead time after a restart when neither the profile nor the caller names one.
 DEFAULT_RESTART_OVERHEAD_S = 30.0
@@ -43,6 +44,15 @@ class Profile:
         start_overhead_s: dead time at a job's *first* start too (a simulator that charges
             its restart delay on every allocation, the first included); ``0``: none (ours: a
             job's first start is free, only restarts cost ``restart_overhead_s``).
+        event_overhead_s: ``None`` (default): off. Else the per-event overhead table
+            ``{model: {gpus: seconds}}``: every running job loses its overhead of progress at
+            every scheduling event (arrival, completion, the policy's own timer), whether it
+            was restarted or not, clamped to the time it ran since its previous event; a member
+            of an interleaving group loses the sum over its running group
+            (``SimulatedBackend(event_overhead=...)``). A job's entry is its model's row at
+            the largest GPU count <= its own (else the smallest);
+            ``event_overhead_default_s`` for a model not in the table.
+        event_overhead_default_s: see ``event_overhead_s``.
         policy_options: constructor options per policy registry name (the artifact's setting of
             a documented policy option, e.g. no online model refit); applied where the policy is
             created by name (:func:`~slurm_sched.sim.runner.simulate` with a name, the CLI), under
@@ -56,7 +66,20 @@ class Profile:
     round_s: float | None = None
     cluster: str | None = None
     start_overhead_s: float = 0.0
+    event_overhead_s: Mapping[str, Mapping[int, float]] | None = None
+    event_overhead_default_s: float = 10.0
     policy_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def event_overhead(self, spec: JobSpec) -> float:
+        """One job's per-event overhead (s) by ``event_overhead_s`` (0 when that is off)."""
+        table = self.event_overhead_s
+        if table is None:
+            return 0.0
+        row = table.get(spec.model or "")
+        if not row:
+            return self.event_overhead_default_s
+        fits = [g for g in row if g <= spec.num_gpus]
+        return float(row[max(fits)] if fits else row[min(row)])
 
     def options_for(self, policy: str,
                     given: Mapping[str, object] | None = None) -> dict[str, object]:
@@ -71,6 +94,9 @@ class Profile:
             raise ValueError(f"profile {self.name}: start_overhead_s must be >= 0")
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError(f"profile {self.name}: round_s must be > 0")
+        rows = (self.event_overhead_s or {}).values()
+        if self.event_overhead_default_s < 0 or any(v < 0 for r in rows for v in r.values()):
+            raise ValueError(f"profile {self.name}: event overheads must be >= 0")
 
 
 DEFAULT = Profile(
@@ -81,6 +107,7 @@ DEFAULT = Profile(
 #: Every profile: name -> the module whose ``PROFILE`` declares it ("" for :data:`DEFAULT`).
 BUILTIN: dict[str, str] = {
     "default": "",
+    "muri-artifact": "slurm_sched.sim.profiles.muri_artifact",
     "pollux-artifact": "slurm_sched.sim.profiles.pollux_artifact",
     "rubick-artifact": "slurm_sched.sim.profiles.rubick_artifact",
 }

@@ -47,7 +47,8 @@ def simulate(
     profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
     ``max_jobs_per_gpu`` to the policy's sharing capacity. The profile's ``start_overhead_s``
     (dead time at first starts) always applies. A policy given by name is created with the
-    profile's options for it (``Profile.policy_options``); an instance is used as is.
+    profile's options for it (``Profile.policy_options``); an instance is used as is. The
+    profile's ``event_overhead_s`` switches on the backend's per-event overhead.
     """
     w = profiles.get(profile) if isinstance(profile, str) else profile
     pol = registry.create(policy, w.options_for(policy)) if isinstance(policy, str) else policy
@@ -65,6 +66,7 @@ def simulate(
         restart_overhead_s=restart_overhead_s,
         max_jobs_per_gpu=max_jobs_per_gpu or max(1, pol.max_jobs_per_gpu),
         start_overhead_s=w.start_overhead_s,
+        event_overhead=w.event_overhead if w.event_overhead_s is not None else None,
     )
     total = backend.total_jobs
     hook = None

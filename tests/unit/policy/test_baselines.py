@@ -196,3 +196,28 @@ def test_tiresias_node_chunks_takes_whole_nodes_first() -> None:
     with pytest.raises(ValueError, match="placement"):
         Tiresias(placement="packed")
 
+
+def test_tiresias_sim_queue_order_keeps_a_running_job_ahead_of_an_older_waiting_one() -> None:
+    """Threshold 10 GPU-s, 2 GPUs. X (2 GPUs) reaches Q1 at 5 and is preempted for Z (Q0, 1
+    GPU, 5-25); Y (1 GPU, from 5.5) reaches Q1 at 15.5 while X still does not fit beside Z.
+    When Z ends at 25, ordering Q1 by entry puts X (entered 5) first: X takes both GPUs and Y
+    is preempted. The simulator's lists put Y (running) ahead of X (still waiting, moved back
+    after every pass): Y keeps running and X waits for it."""
+    jobs = [job("X", 0, 2, 100), job("Z", 4, 1, 20), job("Y", 5.5, 1, 50)]
+    two = parse_cluster_spec("1x2")
+    by_entry = simulate(jobs, two, Tiresias((10.0,)), restart_overhead_s=0)
+    sim = simulate(jobs, two, Tiresias((10.0,), queue_order="sim"), restart_overhead_s=0)
+    pre = {c.spec.job_id: c.preemptions for c in by_entry.completed}
+    assert pre["Y"] >= 1
+    done = {c.spec.job_id: (c.preemptions, c.finish_s) for c in sim.completed}
+    assert done["Y"] == (0, 55.5)
+    assert done["X"][1] == pytest.approx(55.5 + 95)
+
+
+def test_tiresias_jump_events_wake_at_crossings_even_when_nobody_waits() -> None:
+    snap_jobs = [job("A", 0, 1, 100)]
+    res = simulate(snap_jobs, parse_cluster_spec("1x2"), Tiresias((10.0, 20.0), jump_events=True),
+                   restart_overhead_s=0)
+    quiet = simulate(snap_jobs, parse_cluster_spec("1x2"), Tiresias((10.0, 20.0)),
+                     restart_overhead_s=0)
+    assert res.stats.cycles == quiet.stats.cycles + 2  # the crossings at 10 and 20

@@ -171,3 +171,39 @@ def test_exclusive_policies_never_beat_the_gpu_time_bound(policy):
                    progress_model="muri")
     bound = sum(j.num_gpus * j.duration_s for j in jobs) / 16
     assert res.metrics.makespan_s >= bound * 1.015 - 1e-6
+
+
+def test_antman_best_fit_puts_a_guarantee_job_on_the_fullest_node_that_holds_it():
+    """node-1 has 2 GPUs without a guarantee job (an opportunistic job on them), node-2 all 4.
+    A 2-GPU guarantee job goes to node-2 by default (most available) and, with
+    ``guarantee_node="best-fit"``, to node-1 beside the opportunistic job."""
+    cluster = parse_cluster_spec("2x4")
+    g0 = JobView(spec=job("g0", 0, 2, 100, attrs={"priority": 0}), state=JobState.RUNNING,
+                 placement=place(**{"node-1": [0, 1]}), rate=1.0)
+    o1 = JobView(spec=job("o1", 0, 2, 100, attrs={"priority": 1}), state=JobState.RUNNING,
+                 placement=place(**{"node-1": [2, 3]}), rate=1.0,
+                 settings=JobSettings(plan=OPPORTUNISTIC))
+    g2 = JobView(spec=job("g2", 1, 2, 10, attrs={"priority": 0}))
+    snap = ClusterSnapshot(now_s=1, cluster=cluster, jobs=(g0, o1, g2))
+    most = AntMan().decide(snap, 1)
+    assert [a.placement for a in most] == [place(**{"node-2": [0, 1]})]
+    best = AntMan(guarantee_node="best-fit").decide(snap, 1)
+    assert [(a.kind, a.placement) for a in best] == [("share", place(**{"node-1": [2, 3]}))]
+    with pytest.raises(ValueError, match="guarantee_node"):
+        AntMan(guarantee_node="x")
+
+
+def test_antman_fifo_ties_follow_arrival_order_not_the_id_string():
+    """Jobs "9" and "10" are submitted together, "9" first in the trace; each needs the whole
+    node. FIFO runs "9" first (comparing ids as strings would put "10" first)."""
+    jobs = [job("9", 0, 4, 10, attrs={"priority": 0}), job("10", 0, 4, 10, attrs={"priority": 0})]
+    res = simulate(jobs, ONE_NODE, "antman", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0
+
+
+def test_themis_ties_follow_arrival_order_not_the_id_string():
+    jobs = [job("9", 0, 4, 10), job("10", 0, 4, 10)]
+    res = simulate(jobs, ONE_NODE, "themis", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0

@@ -121,3 +121,91 @@ def test_the_rubick_artifact_world_ends_an_uncontended_job_when_the_artifact_doe
     jct = {c.spec.job_id: c.jct_s for c in res.completed}
     assert jct["gpt2-4"] == pytest.approx(1609.54, abs=0.1)
     assert jct["roberta-18"] == pytest.approx(2241.49, abs=0.1)
+
+
+def event_world(overhead: float = 3.0, **kw) -> profiles.Profile:
+    """Per-event overhead ``overhead`` s for model "m" on any GPU count, nothing per restart."""
+    return profiles.Profile(name="ev", summary="", restart_overhead_s=0,
+                            event_overhead_s={"m": {1: overhead}}, **kw)
+
+
+def test_event_overhead_is_off_by_default() -> None:
+    assert profiles.DEFAULT.event_overhead_s is None
+    assert profiles.DEFAULT.event_overhead(job("a", 0, 1, 1, model="m")) == 0.0
+    jobs = [job("a", 0, 1, 100, model="m"), job("b", 10, 1, 5, model="m")]
+    free = profiles.Profile(name="free", summary="", restart_overhead_s=0)
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=free)) == {"a": 100, "b": 15}
+
+
+def test_every_running_job_loses_its_overhead_at_every_event() -> None:
+    # a runs 0-100 on one GPU; b's arrival (10) and completion (15) are events during a's run:
+    # a loses 3 s at each (never preempted); b runs through no event of its own
+    jobs = [job("a", 0, 1, 100, model="m"), job("b", 10, 1, 5, model="m")]
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=event_world())) == {"a": 106, "b": 15}
+    # a job alone loses nothing
+    assert finish(simulate(jobs[:1], CLUSTER, "fifo", profile=event_world())) == {"a": 100}
+
+
+def test_the_event_overhead_is_clamped_to_the_time_run_since_the_previous_event() -> None:
+    # events at 1 (b arrives) and 2 (b ends): a has run 1 s before each, so loses 1 s twice
+    jobs = [job("a", 0, 1, 100, model="m"), job("b", 1, 1, 1, model="m")]
+    assert finish(simulate(jobs, CLUSTER, "fifo", profile=event_world()))["a"] == 102
+
+
+def test_the_event_overhead_table_lookup() -> None:
+    world = profiles.Profile(name="t", summary="", event_overhead_s={"m": {1: 4, 8: 7}},
+                             event_overhead_default_s=10)
+    assert world.event_overhead(job("a", 0, 1, 1, model="m")) == 4
+    assert world.event_overhead(job("a", 0, 4, 1, model="m")) == 4  # largest count <= 4
+    assert world.event_overhead(job("a", 0, 64, 1, model="m")) == 7
+    assert world.event_overhead(job("a", 0, 1, 1, model="x")) == 10
+    assert world.event_overhead(job("a", 0, 1, 1)) == 10
+    with pytest.raises(ValueError, match="event overheads"):
+        profiles.Profile(name="x", summary="", event_overhead_s={"m": {1: -1}})
+
+
+def test_a_group_member_loses_the_sum_of_its_groups_overheads() -> None:
+    from slurm_sched.model import JobSettings, Share, Start
+    from slurm_sched.sim.backend import SimulatedBackend
+    from tests.builders import place
+
+    jobs = [job("a", 0, 1, 100, model="m"), job("b", 0, 1, 100, model="m"),
+            job("c", 0, 1, 100, model="n")]
+    world = profiles.Profile(name="g", summary="", event_overhead_s={"m": {1: 2}, "n": {1: 5}})
+    be = SimulatedBackend(CLUSTER, jobs, restart_overhead_s=0, max_jobs_per_gpu=2,
+                          event_overhead=world.event_overhead)
+    be.advance_to(0)
+    grp = JobSettings(group_id="g1")
+    be.apply([Start(job_id="a", placement=place(**{"node-1": [0]}), settings=grp),
+              Share(job_id="b", placement=place(**{"node-1": [0]}), with_jobs=("a",),
+                    settings=grp),
+              Start(job_id="c", placement=place(**{"node-1": [1]}))])
+    be.advance_to(20)
+    before = {v.job_id: v.work_done_at(20) for v in be.snapshot().jobs}
+    be.scheduling_point(timer=True)
+    after = {v.job_id: v.work_done_s for v in be.snapshot().jobs}
+    rate = {v.job_id: v.rate for v in be.snapshot().jobs}
+    assert before["a"] - after["a"] == pytest.approx(4 * rate["a"])  # 2 + 2
+    assert before["b"] - after["b"] == pytest.approx(4 * rate["b"])
+    assert before["c"] - after["c"] == pytest.approx(5 * rate["c"])  # alone: its own
+    # a stop on nothing (no event, no timer) charges nothing
+    be.advance_to(30)
+    mid = {v.job_id: v.work_done_at(30) for v in be.snapshot().jobs}
+    be.scheduling_point(timer=False)
+    assert {v.job_id: v.work_done_at(30) for v in be.snapshot().jobs} == mid
+
+
+def test_the_profile_gives_its_policy_options_and_the_caller_overrides_them() -> None:
+    world = profiles.Profile(name="o", summary="",
+                             policy_options={"tiresias-3q": {"queue_order": "sim"}})
+    assert world.options_for("tiresias-3q") == {"queue_order": "sim"}
+    assert world.options_for("tiresias-3q", {"queue_order": "entry"}) == {"queue_order": "entry"}
+    assert world.options_for("srtf") == {}
+
+
+def test_the_muri_artifact_profile() -> None:
+    prof = profiles.get("muri-artifact")
+    assert (prof.progress_model, prof.cluster, prof.restart_overhead_s) == ("muri", "8x8", 0.0)
+    assert prof.event_overhead(job("a", 0, 8, 1, model="a2c")) == 46
+    assert prof.event_overhead(job("a", 0, 1, 1, model="resnet18")) == 4
+    assert prof.event_overhead(job("a", 0, 1, 1, model="unknown")) == 10
