@@ -24,15 +24,18 @@ def xc():
 def test_per_job_agreement_counts_jobs_within_one_percent(xc) -> None:
     theirs = {"a": 100.0, "b": 200.0, "c": 300.0, "d": 400.0}
     ours = {"a": 100.9, "b": 198.0, "c": 330.0, "d": 400.0, "extra": 1.0}
-    got = xc.compare_jobs(ours, theirs)
+    submit = {"a": 0.0, "b": 0.0, "c": 3000.0, "d": 0.0, "extra": 0.0}
+    got = xc.compare_jobs(ours, theirs, submit)
     assert got["jobs"] == 4
-    assert got["within_1pct"] == 0.75  # c is 10% off; b is exactly 1% off and agrees
+    # c's JCT is 10% off, b's exactly 1% and agrees; c ends at 3,330 against 3,300: within 1%
+    assert got["jct_within_1pct"] == 0.75
+    assert got["end_within_1pct"] == 1.0
     assert got["worst"][0] == ["c", 330.0, 300.0]
 
 
 def test_a_job_of_the_artifact_missing_here_is_an_error(xc) -> None:
     with pytest.raises(RuntimeError, match="1 of the artifact's jobs"):
-        xc.compare_jobs({"a": 1.0}, {"a": 1.0, "b": 2.0})
+        xc.compare_jobs({"a": 1.0}, {"a": 1.0, "b": 2.0}, {"a": 0.0, "b": 0.0})
 
 
 def test_the_peer_averages_are_the_published_ones(xc) -> None:
