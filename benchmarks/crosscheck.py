@@ -9,6 +9,10 @@ its, the worst jobs named).
     python benchmarks/crosscheck.py                      # every pair (long: see the doc)
     python benchmarks/crosscheck.py --artifacts rubick   # one artifact's pairs
     python benchmarks/crosscheck.py --report-only        # the markdown table from the JSON
+    # diagnosis: one change (a policy option, a profile field), printed, the JSON untouched
+    python benchmarks/crosscheck.py --artifacts muri --traces trace3 --policies tiresias-3q \
+        --profiles artifact -o queue_order=entry --dump /tmp/xc
+    python benchmarks/crosscheck.py --artifacts pollux --profiles artifact --set round_s=null
     # any trace in an artifact's format, one JSON object per policy (as `compare --format json`)
     python benchmarks/crosscheck.py --artifact muri --trace PATH --policies srtf,muri-s \
         --format json
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import sys
 import time
@@ -199,13 +204,29 @@ ARTIFACTS: dict[str, Artifact] = {
 
 
 # ============================================================================ runs
-def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str) -> list[CompletedJob]:
+@dataclass(frozen=True)
+class Change:
+    """One-change diagnosis: policy options over the profile's and replaced profile fields."""
+
+    options: dict[str, object]
+    fields: dict[str, object]
+
+    def __bool__(self) -> bool:
+        return bool(self.options or self.fields)
+
+
+NO_CHANGE = Change({}, {})
+
+
+def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str,
+        change: Change = NO_CHANGE) -> list[CompletedJob]:
     from slurm_sched.policy import registry
     from slurm_sched.sim.runner import simulate
 
     name, options = artifact.policy(row)
     prof = profiles.get(artifact.profile if profile == "artifact" else "default")
-    policy = registry.create(name, prof.options_for(name, options))
+    prof = dataclasses.replace(prof, **change.fields)
+    policy = registry.create(name, prof.options_for(name, {**options, **change.options}))
     res = simulate(jobs, artifact.cluster(), policy, profile=prof)
     if len(res.completed) != len(jobs):
         raise RuntimeError(f"{row}: {len(res.completed)} of {len(jobs)} jobs completed "
@@ -239,11 +260,23 @@ def compare_jobs(ours: dict[str, float], theirs: dict[str, float],
             "worst": [[j, round(ours[j], 1), round(theirs[j], 1)] for j in worst]}
 
 
-def run_pair(artifact: Artifact, pair: Pair, profile: str) -> dict[str, object]:
+def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_CHANGE,
+             dump: Path | None = None) -> dict[str, object]:
+    """One pair in one profile (``artifact`` or ``default``); ``dump``: a CSV per job (ours
+    and the artifact's JCT, our first start and end)."""
     jobs = artifact.trace(pair.trace)
     t0 = time.perf_counter()
-    done = run(artifact, jobs, pair.policy, profile)
+    done = run(artifact, jobs, pair.policy, profile, change)
     jcts = {c.spec.job_id: c.jct_s for c in done}
+    if dump is not None:
+        theirs = pair.reference.jobs or {}
+        with dump.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["job", "submit_s", "first_start_s", "end_s", "jct_s", "theirs_jct_s"])
+            for c in sorted(done, key=lambda c: c.spec.submit_time_s):
+                j = c.spec.job_id
+                w.writerow([j, c.spec.submit_time_s, round(c.first_start_s, 3),
+                            round(c.finish_s, 3), round(c.jct_s, 3), theirs.get(j, "")])
     avg = sum(jcts.values()) / len(jcts)
     out: dict[str, object] = {
         "artifact": pair.artifact, "trace": pair.trace, "policy": pair.policy,
@@ -252,6 +285,8 @@ def run_pair(artifact: Artifact, pair: Pair, profile: str) -> dict[str, object]:
         "ratio": avg / pair.reference.avg_jct_s, "source": pair.reference.source,
         "wall_s": round(time.perf_counter() - t0, 1),
     }
+    if change:
+        out["change"] = {"options": change.options, "profile": change.fields}
     if pair.reference.jobs is not None:
         submit = {j.job_id: j.submit_time_s for j in jobs}
         out["per_job"] = compare_jobs(jcts, pair.reference.jobs, submit)
@@ -336,6 +371,20 @@ def save(path: Path, runs: dict[str, dict]) -> None:
 
 
 # ============================================================================ main
+def parse_assignments(items: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` items; a value is JSON (numbers, true/false, null, lists) or a string."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
 def any_trace(artifact_name: str, trace: str, policies: Sequence[str], out_format: str) -> int:
     """``--trace``: our policies in the artifact's profile on a trace file of its format."""
     from slurm_sched.sim.metrics import compute_metrics
@@ -367,7 +416,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="with --trace: run a trace file in this artifact's profile")
     ap.add_argument("--trace", help="a trace file in the artifact's format (with --artifact)")
     ap.add_argument("--format", choices=["table", "json"], default="table")
+    ap.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="diagnosis: a policy option over the profile's (JSON value or string); "
+                         "results are printed, not saved")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="diagnosis: replace a field of the artifact profile, e.g. "
+                         "--set round_s=null; results are printed, not saved")
+    ap.add_argument("--dump", type=Path, metavar="DIR",
+                    help="write DIR/<artifact>_<trace>_<policy>_<profile>.csv per run")
     args = ap.parse_args(argv)
+    change = Change(parse_assignments(args.option), parse_assignments(args.set))
 
     if args.trace or args.artifact:
         if not (args.trace and args.artifact and args.policies):
@@ -383,12 +441,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for p in ARTIFACTS[a].pairs()
                 if (wanted is None or p.policy in wanted) and (traces is None or p.trace in traces)
                 for prof in profiles]
+        if change:  # a diagnosis: a fresh table, the JSON untouched
+            runs = {}
         for i, (artifact, pair, prof) in enumerate(todo, 1):
             key = f"{pair.key}@{prof}"
             if key in runs and not args.force:
                 continue
             print(f"[{i}/{len(todo)}] {key} ...", end=" ", file=sys.stderr, flush=True)
-            runs[key] = run_pair(artifact, pair, prof)
+            dump = None
+            if args.dump is not None:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                dump = args.dump / f"{key.replace('/', '_').replace('@', '_')}.csv"
+            runs[key] = run_pair(artifact, pair, prof, change, dump)
             r = runs[key]
             pj = r.get("per_job")
             print(f"ours {fmt_s(r['avg_jct_s'])} s, theirs {fmt_s(r['theirs_avg_jct_s'])} s, "
@@ -396,7 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + (f", jobs within 1%: {pj['end_within_1pct']:.0%} by end, "
                      f"{pj['jct_within_1pct']:.0%} by JCT" if pj else "")
                   + f" ({r['wall_s']} s)", file=sys.stderr, flush=True)
-            save(args.out, runs)
+            if not change:
+                save(args.out, runs)
     print(summary(runs) + "\n\n" + report(runs))
     return 0
 

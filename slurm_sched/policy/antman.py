@@ -19,7 +19,7 @@ AntMan's scheduler is not open source, so Muri compares with it in simulation on
   node starts its reservation on the node with the *fewest* available GPUs that still holds
   it (else the most available), so it joins GPUs an opportunistic job already uses rather
   than an empty node; the Muri artifact's per-job outputs on trace 3 follow this reading
-  (``benchmarks/crosscheck_muri.py``).
+  (``python benchmarks/crosscheck.py --artifacts muri --policies antman``).
 - An opportunistic job goes on GPUs whose utilisation estimate is below 0.8 (guarantee job =
   0.1, opportunistic job = 0.9: so on GPUs without an opportunistic job), least loaded first,
   ties by node order and GPU index. It is started with ``settings.plan = "opportunistic"``;

@@ -16,8 +16,8 @@ SJF-BSBF evaluation follows):
   the most free GPUs, so a 6-GPU job on an idle cluster gets one GPU on each of six nodes;
   ``"node-chunks"`` takes *all it still needs* (up to that node's free GPUs) from the node with
   the most free GPUs, then repeats (6 GPUs -> 4 + 2). Pollux's simulator places its Tiresias
-  jobs the ``node-chunks`` way: its per-job JCTs (``shared/data/peer-results/pollux/``) match
-  packed step times, not spread ones (``benchmarks/crosscheck_pollux.py``).
+  jobs the ``node-chunks`` way: its per-job JCTs (``benchmarks/peer/pollux/``) match
+  packed step times, not spread ones (``python benchmarks/crosscheck.py --artifacts pollux``).
 
 Option ``queue_order="sim"`` (the Tiresias simulator's ``dlas_sim_jobs``, which the Muri
 artifact runs; spec ``muri.md`` section 3): each queue is a list; a new job is appended to Q0, a

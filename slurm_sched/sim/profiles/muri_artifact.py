@@ -1,7 +1,7 @@
 """``muri-artifact``: what the Muri artifact's simulator assumes (Rivendile/Muri @4e69a78).
 
 Spec ``shared/specs/muri.md`` sections 1.1, 2.10, 3 and 5.3; the simulator's own per-job
-outputs on trace 1 and 3 are in ``shared/data/peer-results/muri/`` (its README). What it fixes:
+outputs on trace 1 and 3 are in ``benchmarks/peer/muri/`` (its README). What it fixes:
 
 - the world ``muri``: a job alone runs at its isolated iteration time x 1.015, a group member
   at the group period ``T x c_p`` (spec 2.4, 5.4);

@@ -22,7 +22,7 @@ Reference numbers: ``benchmarks/peer/pollux/<policy>-<load>.json`` (the artifact
 - Its Tiresias places a job by taking all it still needs from the node with the most free
   GPUs: this profile runs ``tiresias`` with the policy option ``placement="node-chunks"``.
 
-``python benchmarks/crosscheck_pollux.py`` compares our policies in this profile with those
+``python benchmarks/crosscheck.py --artifacts pollux`` compares our policies in this profile with those
 numbers job by job.
 """
 
