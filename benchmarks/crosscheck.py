@@ -119,7 +119,7 @@ MURI_PUBLISHED_AVG_S: dict[str, dict[str, float]] = {
     "muri-l": {"trace1": 1072010, "trace1_pr": 2141937, "trace3": 88687, "trace3_pr": 921095,
                "trace4": 429175, "trace4_pr": 1488034},
 }
-#: peer-results file per row name (per-job output of the artifact's simulator)
+#: benchmarks/peer/muri file per row name (per-job output of the artifact's simulator)
 MURI_PEER_FILES = {"srtf": "srtf", "srsf": "srsf", "tiresias-3q": "tiresias-3q",
                    "antman": "antman", "muri-s": "muri-s-noautopack", "muri-l": "muri-l",
                    "muri-s-autopack": "muri-s"}

@@ -22,8 +22,8 @@ Reference numbers: ``benchmarks/peer/pollux/<policy>-<load>.json`` (the artifact
 - Its Tiresias places a job by taking all it still needs from the node with the most free
   GPUs: this profile runs ``tiresias`` with the policy option ``placement="node-chunks"``.
 
-``python benchmarks/crosscheck.py --artifacts pollux`` compares our policies in this profile with those
-numbers job by job.
+``python benchmarks/crosscheck.py --artifacts pollux`` compares our policies in this profile
+with those numbers job by job.
 """
 
 from slurm_sched.sim.profile import Profile
