@@ -50,8 +50,11 @@ Deviations (documented in ``docs/reproductions/muri.md``):
   except that new members may join running members whose slots already fit the target layout.
 - When nothing would be (re)started, no job is preempted just to idle GPUs (as SRTF), unless it
   shares GPUs with a job that stays.
-- Merge order within a round: descending gamma (the spec's recommendation; the artifact's
-  intended sort is discarded, so it merges in bucket and node order).
+- Merge order within a round: descending gamma by default (the spec's recommendation). The
+  artifact's intended sort is discarded, so it merges whole buckets in turn and, inside a
+  bucket, pairs by first node in priority order: ``merge_order="bucket"``, which brings trace 3
+  closer to the artifact's per-job output (``benchmarks/muri_perjob.py``; numbers in
+  ``docs/reproductions/muri.md``).
 """
 
 from __future__ import annotations
