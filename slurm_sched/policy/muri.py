@@ -615,13 +615,15 @@ class Muri(Policy):
                 if limit < 2 or len(gs) < 2:
                     continue
                 for u, v, w in self._match(gs, limit):
-                    u, v = min(u, v), max(u, v)
-                    # buckets are in the order their best job appears in the priority order,
-                    # and gs is in priority order
-                    order: tuple[Any, ...] = (
-                        (-w, b[0], min(gs[u].key, gs[v].key), b, u, v)
-                        if self.merge_order == "gamma" else (rank, u, v)
-                    )
+                    order: tuple[Any, ...]
+                    if self.merge_order == "gamma":
+                        order = (-w, b[0], min(gs[u].key, gs[v].key), b, u, v)
+                    else:
+                        # buckets are in the order their best job appears in the priority
+                        # order, and gs is in priority order; the merged node lists the
+                        # higher-priority node's members first
+                        u, v = min(u, v), max(u, v)
+                        order = (rank, u, v)
                     proposals.append((order, -w, b[0], b, u, v))
             if not proposals:
                 break
