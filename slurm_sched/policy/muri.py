@@ -50,8 +50,11 @@ Deviations (documented in ``docs/reproductions/muri.md``):
   except that new members may join running members whose slots already fit the target layout.
 - When nothing would be (re)started, no job is preempted just to idle GPUs (as SRTF), unless it
   shares GPUs with a job that stays.
-- Merge order within a round: descending gamma (the spec's recommendation; the artifact's
-  intended sort is discarded, so it merges in bucket and node order).
+- Merge order within a round: descending gamma by default (the spec's recommendation). The
+  artifact's intended sort is discarded, so it merges whole buckets in turn and, inside a
+  bucket, pairs by first node in priority order: ``merge_order="bucket"``, which brings trace 3
+  closer to the artifact's per-job output (``benchmarks/crosscheck.py``; numbers in
+  ``docs/reproductions/muri.md``).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ import itertools
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import networkx as nx
 import numpy as np
@@ -93,6 +96,7 @@ from slurm_sched.policy.solver_output import silenced_stdout
 
 Grouping = Literal["blossom", "consecutive"]
 PlacementOrder = Literal["gpus-desc", "priority"]
+MergeOrder = Literal["gamma", "bucket"]
 BucketKey = tuple[int, str | None, int]  # (GPUs, GPU type, profile length; 0 = no profile)
 PrioKey = tuple[float, float, str]
 HomeKey = tuple[tuple[str, tuple[int, ...]], ...]  # a placement as plain tuples (cheap hash)
@@ -431,6 +435,12 @@ class Muri(Policy):
             ``[4i .. 4i+3]`` of a bucket in priority order).
         merge_all: merge every matched pair (paper-literal) instead of only while the demand
             exceeds the cluster (artifact).
+        merge_order: the order in which a round's matched pairs are merged while the demand
+            exceeds the cluster. "gamma" (the spec's recommendation A4): descending gamma, then
+            fewer GPUs, then higher priority. "bucket" (the artifact's effective order, spec
+            A4: its intended sort by gamma is discarded): whole buckets one after another, in
+            the order their best job appears in the priority order, and inside a bucket the
+            pairs by their first node in priority order, so the best jobs are grouped first.
         autopack: split groups slower than their members run one after another.
         placement_order: "gpus-desc" (artifact) or "priority" (new groups placed best first).
         window: most nodes per Blossom matching; bigger buckets use the exact typed solver
@@ -457,6 +467,7 @@ class Muri(Policy):
         ordering: Literal["best", "worst"] = "best",
         grouping: Grouping = "blossom",
         merge_all: bool = False,
+        merge_order: MergeOrder = "gamma",
         autopack: bool = True,
         placement_order: PlacementOrder = "gpus-desc",
         window: int | None = 32,
@@ -480,7 +491,10 @@ class Muri(Policy):
         self.packing_num = packing_num
         self.worst = ordering == "worst"
         self.grouping = grouping
+        if merge_order not in ("gamma", "bucket"):
+            raise ValueError(f"merge_order must be 'gamma' or 'bucket', got {merge_order!r}")
         self.merge_all = merge_all
+        self.merge_order = merge_order
         self.autopack = autopack
         self.placement_order = placement_order
         self.window = window
@@ -595,19 +609,28 @@ class Muri(Policy):
         for _ in range(self.packing_num):
             if demand <= capacity and not self.merge_all:
                 break
-            proposals: list[tuple[float, int, PrioKey, BucketKey, int, int]] = []
-            for b, gs in nodes.items():
+            proposals: list[tuple[tuple[Any, ...], float, int, BucketKey, int, int]] = []
+            for rank, (b, gs) in enumerate(nodes.items()):
                 limit = self._slot_size(b)
                 if limit < 2 or len(gs) < 2:
                     continue
                 for u, v, w in self._match(gs, limit):
-                    proposals.append((-w, b[0], min(gs[u].key, gs[v].key), b, u, v))
+                    order: tuple[Any, ...]
+                    if self.merge_order == "gamma":
+                        order = (-w, b[0], min(gs[u].key, gs[v].key), b, u, v)
+                    else:
+                        # buckets are in the order their best job appears in the priority
+                        # order, and gs is in priority order; the merged node lists the
+                        # higher-priority node's members first
+                        u, v = min(u, v), max(u, v)
+                        order = (rank, u, v)
+                    proposals.append((order, -w, b[0], b, u, v))
             if not proposals:
                 break
-            proposals.sort()
+            proposals.sort(key=lambda p: p[0])
             merged: dict[BucketKey, set[int]] = {}
             fused: dict[BucketKey, list[_Group]] = {}
-            for neg_w, g, _k, b, u, v in proposals:
+            for _order, neg_w, g, b, u, v in proposals:
                 if demand <= capacity and not self.merge_all:
                     break
                 gs = nodes[b]

@@ -57,5 +57,11 @@ PROFILE = Profile(
         # the isolated-throughput bug of its themis_sim_jobs (spec section 3; trace 3:
         # 397,832 s vs 397,059; fixed: 409,748)
         "themis": {"artifact_iso_bug": True},
+        # Muri's effective merge order: buckets by their best job, pairs by first node in
+        # priority order (trace 3: the first differing job, 24, grouped as in the artifact);
+        # its published Muri-S runs are the --noautopack ones
+        "muri-s": {"merge_order": "bucket", "autopack": False},
+        "muri-l": {"merge_order": "bucket"},
+        "muri-l-worst-ordering": {"merge_order": "bucket"},
     },
 )

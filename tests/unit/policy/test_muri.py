@@ -449,6 +449,23 @@ def test_autopack_splits_a_group_slower_than_serial():
     assert [a.kind for a in acts] == ["start", "share"]
 
 
+def test_merge_order_bucket_groups_the_best_jobs_first():
+    # 4 one-GPU jobs on 3 GPUs: one merge is needed. Blossom pairs gpt2+a2c (gamma 0.3392)
+    # and resnet18+shufflenet (0.3458, spec 2.4 vectors). "gamma" merges the better pair;
+    # "bucket" (the artifact's effective order) the pair of the highest-priority job.
+    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m)
+            for i, m in enumerate(["gpt2", "a2c", "resnet18", "shufflenet_v2_x1_0"])]
+    snap = ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
+                           jobs=tuple(view(j) for j in jobs))
+
+    def grouped(policy: Muri) -> set[str]:
+        return {a.job_id for a in policy.decide(snap, 0) if a.settings.group_id is not None}
+
+    assert grouped(MuriS()) == {"j2", "j3"}
+    assert grouped(MuriS(merge_order="bucket")) == {"j0", "j1"}
+    assert grouped(MuriL(merge_order="bucket")) == {"j0", "j1"}  # all tie at 0: id order
+
+
 # --------------------------------------------------------------------------- check 10
 def test_priority_semantics():
     now = 100.0
@@ -528,6 +545,8 @@ def test_bad_knobs_name_the_field():
         Muri(ordering="random")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="window"):
         Muri(window=1)
+    with pytest.raises(ValueError, match="merge_order"):
+        Muri(merge_order="random")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- typed matching
