@@ -29,7 +29,8 @@ artifact's published averages, ``benchmarks/crosscheck_muri.py -o KEY=VALUE``):
 
 - ``never_run``: ``"first"`` (spec: ``x * 1e9``, a job that never ran outranks every job that
   has) or ``"executed1"`` (executed time floored at 1 s, see :func:`rank_value`);
-- ``order_by``: ``"rounds"`` (spec: ``x / executed``) or ``"x"`` (the allocation alone);
+- ``order_by``: ``"rounds"`` (spec: ``x / executed``), ``"x"`` (the allocation alone) or
+  ``"age"`` (``x / (now - submit)``);
 - ``lease_s``: a running job keeps its GPUs until it has run ``lease_s`` since its (re)start
   (0 = the spec: every plan may preempt it);
 - ``optimum``: which point of a non-unique min-max optimum is used, ``"least"`` (the least
@@ -94,16 +95,20 @@ def min_max_allocation(
 
 
 def rank_value(x: float, executed_s: float, never_run: str = "first",
-               order_by: str = "rounds") -> float:
+               order_by: str = "rounds", age_s: float = 0.0) -> float:
     """A job's priority (higher runs first) from its allocation ``x`` and executed seconds.
 
     ``order_by="rounds"`` (spec section 3): ``x / executed``. A job that never ran gets
     ``x * 1e9`` with ``never_run="first"`` (spec), so it ranks above every job that has run;
     with ``never_run="executed1"`` its executed time counts as 1 s (and so does any shorter
-    one), so it competes on ``x`` with the running jobs. ``order_by="x"``: ``x`` alone.
+    one), so it competes on ``x`` with the running jobs. ``order_by="x"``: ``x`` alone;
+    ``order_by="age"``: ``x / age`` (the time since submission in place of the executed time,
+    pending included; the never-run rule applies to a job of age 0).
     """
     if order_by == "x":
         return x
+    if order_by == "age":
+        executed_s = age_s
     if never_run == "executed1":
         return x / max(executed_s, 1.0)
     return x * 1e9 if executed_s <= 0 else x / executed_s
@@ -178,8 +183,8 @@ class Themis(Policy):
         self.optimum = optimum
         if never_run not in ("first", "executed1"):
             raise ValueError(f"never_run must be 'first' or 'executed1', got {never_run!r}")
-        if order_by not in ("rounds", "x"):
-            raise ValueError(f"order_by must be 'rounds' or 'x', got {order_by!r}")
+        if order_by not in ("rounds", "x", "age"):
+            raise ValueError(f"order_by must be 'rounds', 'x' or 'age', got {order_by!r}")
         if lease_s < 0:
             raise ValueError(f"lease_s must be >= 0, got {lease_s}")
         self.artifact_iso_bug = artifact_iso_bug
@@ -243,7 +248,7 @@ class Themis(Policy):
             deficit = should - executed
             self._should_s[jid] = should + float(x[i]) * elapsed
             xi = float(x[i])
-            val = rank_value(xi, executed, self.never_run, self.order_by)
+            val = rank_value(xi, executed, self.never_run, self.order_by, float(age[i]))
             leased = 0
             if j.state is not JobState.PENDING:
                 since = self._run_since.setdefault(jid, now_s)

@@ -218,10 +218,13 @@ def test_themis_rank_value_never_run_rules():
     assert rank_value(0.001, 0.0, "executed1") < rank_value(1.0, 10.0, "executed1")
     assert rank_value(0.5, 0.5, "executed1") == rank_value(0.5, 1.0, "executed1")
     assert rank_value(0.3, 0.0, order_by="x") == rank_value(0.3, 99.0, order_by="x") == 0.3
+    # age: the time since submission stands in for the executed time
+    assert rank_value(0.3, 5.0, order_by="age", age_s=10.0) == pytest.approx(0.03)
+    assert rank_value(0.3, 5.0, order_by="age", age_s=0.0) == pytest.approx(0.3e9)
 
 
 def test_themis_options_are_checked():
-    for bad in ({"never_run": "last"}, {"order_by": "age"}, {"lease_s": -1},
+    for bad in ({"never_run": "last"}, {"order_by": "size"}, {"lease_s": -1},
                 {"optimum": "max"}):
         with pytest.raises(ValueError):
             Themis(**bad)
