@@ -28,7 +28,9 @@ Options (defaults = the spec's reading; each changes one rule, for cross-checks 
 artifact's published averages, ``benchmarks/crosscheck_muri.py -o KEY=VALUE``):
 
 - ``never_run``: ``"first"`` (spec: ``x * 1e9``, a job that never ran outranks every job that
-  has) or ``"executed1"`` (executed time floored at 1 s, see :func:`rank_value`);
+  has), ``"executed1"`` (executed time floored at 1 s, see :func:`rank_value`) or ``"stale"``
+  (the spec's rule on the executed time as of the previous plan, so a job started at the last
+  plan still counts as never run);
 - ``order_by``: ``"rounds"`` (spec: ``x / executed``), ``"x"`` (the allocation alone) or
   ``"age"`` (``x / (now - submit)``);
 - ``lease_s``: a running job keeps its GPUs until it has run ``lease_s`` since its (re)start
@@ -181,8 +183,9 @@ class Themis(Policy):
         if optimum not in ("least", "centre"):
             raise ValueError(f"optimum must be 'least' or 'centre', got {optimum!r}")
         self.optimum = optimum
-        if never_run not in ("first", "executed1"):
-            raise ValueError(f"never_run must be 'first' or 'executed1', got {never_run!r}")
+        if never_run not in ("first", "executed1", "stale"):
+            raise ValueError(
+                f"never_run must be 'first', 'executed1' or 'stale', got {never_run!r}")
         if order_by not in ("rounds", "x", "age"):
             raise ValueError(f"order_by must be 'rounds', 'x' or 'age', got {order_by!r}")
         if lease_s < 0:
@@ -193,6 +196,8 @@ class Themis(Policy):
         self.order_by = order_by
         # start of each running job's current run, as seen at plans (for the lease)
         self._run_since: dict[str, float] = {}
+        # executed seconds as of the previous plan (never_run="stale")
+        self._exec_prev: dict[str, float] = {}
         self.gate = EventGate()
         # Learned state per job: isolated time of the work done, work at the last event, its
         # isolated share then, time it should have received.
@@ -248,7 +253,12 @@ class Themis(Policy):
             deficit = should - executed
             self._should_s[jid] = should + float(x[i]) * elapsed
             xi = float(x[i])
-            val = rank_value(xi, executed, self.never_run, self.order_by, float(age[i]))
+            if self.never_run == "stale":
+                seen = self._exec_prev.get(jid, 0.0)
+                self._exec_prev[jid] = executed
+                val = rank_value(xi, seen, "first", self.order_by, float(age[i]))
+            else:
+                val = rank_value(xi, executed, self.never_run, self.order_by, float(age[i]))
             leased = 0
             if j.state is not JobState.PENDING:
                 since = self._run_since.setdefault(jid, now_s)
@@ -275,7 +285,7 @@ class Themis(Policy):
         if len(self._cum_iso_s) > 2 * len(snapshot.jobs) + 1024:
             active = snapshot.by_id
             for d in (self._cum_iso_s, self._last_work_s, self._last_alloc, self._should_s,
-                      self._run_since):
+                      self._run_since, self._exec_prev):
                 for jid in [k for k in d if k not in active]:
                     del d[jid]
 

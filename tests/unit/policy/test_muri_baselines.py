@@ -266,3 +266,14 @@ def test_themis_centre_allocation_is_the_analytic_centre(seed):
     # a full optimum is a single point
     full = least * cap / float(gpus @ least)
     assert np.array_equal(centre_allocation(gpus, full, cap), full)
+
+
+def test_themis_stale_never_run_uses_the_previous_plans_executed_time():
+    pol = Themis(never_run="stale")
+    a0 = JobView(spec=job("a", 0, 4, 1000))
+    pol.decide(ClusterSnapshot(now_s=0, cluster=ONE_NODE, jobs=(a0,)), 0)
+    assert pol._exec_prev["a"] == 0.0
+    a = _running("a", 0, 4, 1000, 0)
+    b = JobView(spec=job("b", 40, 4, 1000))
+    pol.decide(ClusterSnapshot(now_s=50, cluster=ONE_NODE, jobs=(a, b)), 50)
+    assert pol._exec_prev == {"a": 50.0, "b": 0.0}
