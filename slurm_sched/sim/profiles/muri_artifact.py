@@ -55,7 +55,12 @@ PROFILE = Profile(
         # vs 305,454; most-available node: 364,417)
         "antman": {"guarantee_node": "best-fit"},
         # the isolated-throughput bug of its themis_sim_jobs (spec section 3; trace 3:
-        # 397,832 s vs 397,059; fixed: 409,748)
-        "themis": {"artifact_iso_bug": True},
+        # 397,832 s vs 397,059; fixed: 409,748). never_run="executed1" is a TUNED match, not a
+        # rule the spec states (the spec reads x * 1e9 for a never-run job): chosen on trace 3'
+        # (1,349,347 s vs 1,502,768; spec rule 3,798,855) and checked on the held-out traces
+        # 1' (3,045,516 vs 3,314,303; spec rule 7,320,317) and 4' (2,068,222 vs 2,271,053;
+        # spec rule 3,485,454); traces 3 and 4 give the same numbers under both rules.
+        # Run: python benchmarks/crosscheck_muri.py --trace trace3_pr --policy themis
+        "themis": {"artifact_iso_bug": True, "never_run": "executed1"},
     },
 )
