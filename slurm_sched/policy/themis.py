@@ -27,9 +27,9 @@ which scales job i's ``rho_i`` by its iteration time in seconds.
 Options (defaults = the spec's reading; each changes one rule, for cross-checks against the
 artifact's published averages, ``benchmarks/crosscheck_muri.py -o KEY=VALUE``):
 
-- ``never_run``: ``"first"`` (spec: ``x * 1e9``, a job that never ran outranks every job that
+- ``never_run``: ``"spec"`` (``x * 1e9``, a job that never ran outranks every job that
   has), ``"executed1"`` (executed time floored at 1 s, see :func:`rank_value`) or ``"stale"``
-  (the spec's rule on the executed time as of the previous plan, so a job started at the last
+  (the "spec" rule on the executed time as of the previous plan, so a job started at the last
   plan still counts as never run);
 - ``order_by``: ``"rounds"`` (spec: ``x / executed``), ``"x"`` (the allocation alone) or
   ``"age"`` (``x / (now - submit)``);
@@ -96,12 +96,12 @@ def min_max_allocation(
     return alloc(hi)
 
 
-def rank_value(x: float, executed_s: float, never_run: str = "first",
+def rank_value(x: float, executed_s: float, never_run: str = "spec",
                order_by: str = "rounds", age_s: float = 0.0) -> float:
     """A job's priority (higher runs first) from its allocation ``x`` and executed seconds.
 
     ``order_by="rounds"`` (spec section 3): ``x / executed``. A job that never ran gets
-    ``x * 1e9`` with ``never_run="first"`` (spec), so it ranks above every job that has run;
+    ``x * 1e9`` with ``never_run="spec"`` (spec), so it ranks above every job that has run;
     with ``never_run="executed1"`` its executed time counts as 1 s (and so does any shorter
     one), so it competes on ``x`` with the running jobs. ``order_by="x"``: ``x`` alone;
     ``order_by="age"``: ``x / age`` (the time since submission in place of the executed time,
@@ -175,7 +175,7 @@ class Themis(Policy):
     def __init__(
         self,
         artifact_iso_bug: bool = False,
-        never_run: str = "first",
+        never_run: str = "spec",
         lease_s: float = 0.0,
         order_by: str = "rounds",
         optimum: str = "least",
@@ -183,9 +183,9 @@ class Themis(Policy):
         if optimum not in ("least", "centre"):
             raise ValueError(f"optimum must be 'least' or 'centre', got {optimum!r}")
         self.optimum = optimum
-        if never_run not in ("first", "executed1", "stale"):
+        if never_run not in ("spec", "executed1", "stale"):
             raise ValueError(
-                f"never_run must be 'first', 'executed1' or 'stale', got {never_run!r}")
+                f"never_run must be 'spec', 'executed1' or 'stale', got {never_run!r}")
         if order_by not in ("rounds", "x", "age"):
             raise ValueError(f"order_by must be 'rounds', 'x' or 'age', got {order_by!r}")
         if lease_s < 0:
@@ -256,7 +256,7 @@ class Themis(Policy):
             if self.never_run == "stale":
                 seen = self._exec_prev.get(jid, 0.0)
                 self._exec_prev[jid] = executed
-                val = rank_value(xi, seen, "first", self.order_by, float(age[i]))
+                val = rank_value(xi, seen, "spec", self.order_by, float(age[i]))
             else:
                 val = rank_value(xi, executed, self.never_run, self.order_by, float(age[i]))
             leased = 0

@@ -224,7 +224,7 @@ def test_themis_rank_value_never_run_rules():
 
 
 def test_themis_options_are_checked():
-    for bad in ({"never_run": "last"}, {"order_by": "size"}, {"lease_s": -1},
+    for bad in ({"never_run": "first"}, {"order_by": "size"}, {"lease_s": -1},
                 {"optimum": "max"}):
         with pytest.raises(ValueError):
             Themis(**bad)
