@@ -43,8 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from slurm_sched.model import Cluster, CompletedJob, JobSpec, parse_cluster_spec  # noqa: E402
+from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec  # noqa: E402
 from slurm_sched.sim import profile as profiles  # noqa: E402
+from slurm_sched.sim.runner import SimulationResult  # noqa: E402
 from slurm_sched.traces import bundled, read_trace  # noqa: E402
 
 PEER = ROOT / "benchmarks" / "peer"  # the authors' simulators' outputs (its README.md)
@@ -219,7 +220,9 @@ NO_CHANGE = Change({}, {})
 
 
 def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str,
-        change: Change = NO_CHANGE) -> list[CompletedJob]:
+        change: Change = NO_CHANGE) -> SimulationResult:
+    """Our policy of ``row`` on ``jobs`` in the artifact's cluster under ``profile``
+    (``artifact`` or ``default``), every job completed."""
     from slurm_sched.policy import registry
     from slurm_sched.sim.runner import simulate
 
@@ -231,7 +234,7 @@ def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str,
     if len(res.completed) != len(jobs):
         raise RuntimeError(f"{row}: {len(res.completed)} of {len(jobs)} jobs completed "
                            f"({len(res.rejected)} rejected)")
-    return res.completed
+    return res
 
 
 def compare_jobs(ours: dict[str, float], theirs: dict[str, float],
@@ -266,7 +269,7 @@ def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_C
     and the artifact's JCT, our first start and end)."""
     jobs = artifact.trace(pair.trace)
     t0 = time.perf_counter()
-    done = run(artifact, jobs, pair.policy, profile, change)
+    done = run(artifact, jobs, pair.policy, profile, change).completed
     jcts = {c.spec.job_id: c.jct_s for c in done}
     if dump is not None:
         theirs = pair.reference.jobs or {}
@@ -387,16 +390,12 @@ def parse_assignments(items: Sequence[str]) -> dict[str, object]:
 
 def any_trace(artifact_name: str, trace: str, policies: Sequence[str], out_format: str) -> int:
     """``--trace``: our policies in the artifact's profile on a trace file of its format."""
-    from slurm_sched.sim.metrics import compute_metrics
     from slurm_sched.sim.report import format_table, to_json
 
     artifact = ARTIFACTS[artifact_name]
     jobs = read_trace(Path(trace))
-    cluster = artifact.cluster()
-    rows = []
-    for row in policies:
-        done = run(artifact, jobs, row, "artifact")
-        rows.append(compute_metrics(row, done, total_gpus=cluster.total_gpus))
+    rows = [run(artifact, jobs, row, "artifact").metrics.model_copy(update={"policy": row})
+            for row in policies]
     print(to_json(rows) if out_format == "json" else format_table(rows))
     return 0
 

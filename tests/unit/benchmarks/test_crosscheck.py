@@ -80,3 +80,21 @@ def test_the_bundled_primed_trace_is_the_derivation(xc) -> None:
     from slurm_sched.traces import bundled, read_trace
 
     assert xc.zero_submits(read_trace(bundled("muri/trace1.csv"))) == xc.muri_trace("trace1_pr")
+
+
+def test_any_trace_in_an_artifacts_format_prints_one_object_per_policy(
+        xc, tmp_path, capsys) -> None:
+    """``--artifact muri --trace PATH --policies ... --format json``: what held-out traces are
+    run with."""
+    import json
+
+    from slurm_sched.traces import bundled
+
+    lines = bundled("muri/trace3.csv").read_text().splitlines()[:6]  # header and five jobs
+    trace = tmp_path / "held-out.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    assert xc.main(["--artifact", "muri", "--trace", str(trace), "--policies",
+                    "srtf,muri-s-autopack", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in rows] == ["srtf", "muri-s-autopack"]
+    assert all(r["jobs"] == 5 and r["avg_jct_s"] > 0 for r in rows)
