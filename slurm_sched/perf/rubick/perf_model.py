@@ -128,8 +128,10 @@ def features(model: ModelSpec, plan: Plan, shape: Shape, cpus_per_gpu: float,
     return row
 
 
-def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
-    """Eq. 1 for every row of ``feats`` (shape (n, N_FEATURES)); theta in PARAM_NAMES order."""
+def predict_parts_ms(theta: np.ndarray, feats: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T_cc, T_oo and T_iter (Eq. 1) for every row of ``feats`` (shape (n, N_FEATURES));
+    theta in PARAM_NAMES order."""
     k_bwd, k_sync, k_opt, k_opt_off, k_const, k_off, k_swap = theta
     f = feats
     t_f = f[:, _F_FWD]
@@ -141,25 +143,12 @@ def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
     t_opt = np.where(is_off, k_opt_off * f[:, _F_OFFOPT], k_opt * f[:, _F_OPT])
     t_off = f[:, _F_TOFF]
     t_oo = np.where(is_off, overlap(t_dp, t_off, k_off) + overlap(t_opt, t_off, k_swap), t_opt)
-    total: np.ndarray = t_cc + t_oo + k_const
-    return total
-
-
-def predict_parts_ms(theta: np.ndarray, feats: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """T_cc, T_oo and T_iter (Eq. 1) for every row of ``feats``, as :func:`predict_ms`."""
-    k_bwd, k_sync, k_opt, k_opt_off, k_const, k_off, k_swap = theta
-    f = feats
-    t_f = f[:, _F_FWD]
-    a = f[:, _F_A]
-    t_b = k_bwd * t_f + f[:, _F_GC] * t_f
-    t_dp = f[:, _F_DP]
-    t_cc = a * t_f + (a - 1.0) * t_b + overlap(t_b, t_dp, k_sync) + f[:, _F_TPPP]
-    is_off = f[:, _F_ISOFF] > 0.5
-    t_opt = np.where(is_off, k_opt_off * f[:, _F_OFFOPT], k_opt * f[:, _F_OPT])
-    t_off = f[:, _F_TOFF]
-    t_oo = np.where(is_off, overlap(t_dp, t_off, k_off) + overlap(t_opt, t_off, k_swap), t_opt)
     return t_cc, t_oo, t_cc + t_oo + k_const
+
+
+def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    """Eq. 1 for every row of ``feats`` (shape (n, N_FEATURES)); theta in PARAM_NAMES order."""
+    return predict_parts_ms(theta, feats)[2]
 
 
 def _overlap_grads(x: np.ndarray, y: np.ndarray, k: float
