@@ -223,14 +223,13 @@ def run(artifact: Artifact, jobs: list[JobSpec], row: str, profile: str,
         change: Change = NO_CHANGE) -> SimulationResult:
     """Our policy of ``row`` on ``jobs`` in the artifact's cluster under ``profile``
     (``artifact`` or ``default``), every job completed."""
-    from slurm_sched.policy import registry
     from slurm_sched.sim.runner import simulate
 
     name, options = artifact.policy(row)
     prof = profiles.get(artifact.profile if profile == "artifact" else "default")
     prof = dataclasses.replace(prof, **change.fields)
-    policy = registry.create(name, prof.options_for(name, {**options, **change.options}))
-    res = simulate(jobs, artifact.cluster(), policy, profile=prof)
+    res = simulate(jobs, artifact.cluster(), name, profile=prof,
+                   policy_options={**options, **change.options})
     if len(res.completed) != len(jobs):
         raise RuntimeError(f"{row}: {len(res.completed)} of {len(jobs)} jobs completed "
                            f"({len(res.rejected)} rejected)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurm_sched.controller import Controller, ControllerStats
@@ -38,6 +38,7 @@ def simulate(
     progress_model: ProgressModel | str | None = None,
     on_progress: ProgressCallback | None = None,
     profile: profiles.Profile | str = "default",
+    policy_options: Mapping[str, object] | None = None,
 ) -> SimulationResult:
     """Simulate ``policy`` (a registry name or an instance) on ``jobs`` over ``cluster``.
 
@@ -47,11 +48,17 @@ def simulate(
     profile's, then :data:`~slurm_sched.sim.profile.DEFAULT_RESTART_OVERHEAD_S`;
     ``max_jobs_per_gpu`` to the policy's sharing capacity. The profile's ``start_overhead_s``
     (dead time at first starts) always applies. A policy given by name is created with the
-    profile's options for it (``Profile.policy_options``); an instance is used as is. The
+    profile's options for it (``Profile.policy_options``), each overridden by
+    ``policy_options``; an instance is used as is (``policy_options`` must then be empty). The
     profile's ``event_overhead_s`` switches on the backend's per-event overhead.
     """
     w = profiles.get(profile) if isinstance(profile, str) else profile
-    pol = registry.create(policy, w.options_for(policy)) if isinstance(policy, str) else policy
+    if isinstance(policy, str):
+        pol = registry.create(policy, w.options_for(policy, policy_options))
+    elif policy_options:
+        raise ValueError("policy_options apply to a policy given by name, not to an instance")
+    else:
+        pol = policy
     if progress_model is None:
         progress_model = w.progress_model or pol.progress_model or "identity"
     if restart_overhead_s is None:

@@ -161,10 +161,9 @@ def run_policy(jobs: list[JobSpec], cluster: Cluster, name: str, options: dict[s
                on_progress: Callable[[int, int], None] | None = None) -> SimulationResult:
     """One policy (registry name and options) in the world ``world`` under ``profile``: what
     ``simulate`` and ``compare`` run for each policy, and what ``sweep`` runs for each cell."""
-    prof = profiles.get(profile) if isinstance(profile, str) else profile
-    policy = registry.create(name, prof.options_for(name, options))
-    return simulate_run(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
-                        progress_model=world, on_progress=on_progress, profile=profile)
+    return simulate_run(jobs, cluster, name, restart_overhead_s=restart_overhead_s,
+                        progress_model=world, on_progress=on_progress, profile=profile,
+                        policy_options=options)
 
 
 def _run(jobs: list[JobSpec], cluster: Cluster, names: list[str],

@@ -209,3 +209,14 @@ def test_the_muri_artifact_profile() -> None:
     assert prof.event_overhead(job("a", 0, 8, 1, model="a2c")) == 46
     assert prof.event_overhead(job("a", 0, 1, 1, model="resnet18")) == 4
     assert prof.event_overhead(job("a", 0, 1, 1, model="unknown")) == 10
+
+
+def test_caller_options_override_the_profiles_and_need_a_policy_by_name() -> None:
+    from slurm_sched.policy.fifo import Fifo
+
+    jobs = [job("a", 0, 1, 10)]
+    bad = profiles.Profile(name="b", summary="", policy_options={"fifo": {"nope": 1}})
+    with pytest.raises(InputError, match="nope"):
+        simulate(jobs, CLUSTER, "fifo", profile=bad, policy_options={"also_nope": 2})
+    with pytest.raises(ValueError, match="by name"):
+        simulate(jobs, CLUSTER, Fifo(), policy_options={"x": 1})
