@@ -4,8 +4,9 @@
 The exact moment is hit at the process boundary: the daemon runs the Slurm clients from its own
 ``PATH``, whose first directory holds an ``scontrol`` wrapper (:class:`CtldKiller`). Once armed
 with a pattern, the first ``scontrol`` call whose command line (argv, or the batch it reads on
-stdin) matches SIGKILLs slurmctld right after its next job state save (a change it has not
-saved is lost by any crash, whatever the daemon does), waits until it is gone, and only then
+stdin) matches SIGKILLs slurmctld right after a job state save that holds every job end it has
+logged (a change it has not saved is lost by any crash, whatever the daemon does; a lost job end
+leaves the job RUNNING for minutes after the restart), waits until it is gone, and only then
 runs the real ``scontrol``, which fails as on a real crash. The test restarts slurmctld from
 its state dir (``MiniCluster.start_ctld``) after the outage it wants. Both tests check that the
 daemon rides through (alive, the failed cycles counted, no traceback) and that every job
@@ -40,18 +41,20 @@ from slurm_sched.service.decision_log import read_decisions
 from slurm_sched.slurm.cluster import MiniCluster
 from tests.contract.slurm_jobs import JobDef, cancel_and_wait, job_log, squeue_jobs, wait_for
 from tests.integration.daemon_run import (
+    FINAL,
     LEASE_S,
     DaemonProcess,
     all_final,
     check_done_once,
+    final_states,
     free_port,
     metric,
     submit,
     write_config,
 )
 
-#: ``scontrol`` as the daemon runs it; {real}, {dir}, {pid_file}, {conf} and {job_state} are
-#: filled in
+#: ``scontrol`` as the daemon runs it; {real}, {dir}, {pid_file}, {conf}, {job_state} and
+#: {ctld_log} are filled in
 WRAPPER = """#!/bin/bash
 # Fault injection for tests/integration/test_ctld_crash.py: when {dir}/trigger exists and this
 # call's command (argv, or the batch on stdin) matches the extended regex in it, SIGKILL
@@ -64,13 +67,6 @@ if [ -e "$dir/trigger" ]; then
   if [ $# -eq 0 ]; then input=$(cat); text=$input; else text="$*"; fi
   if [ -n "$pattern" ] && grep -qE -- "$pattern" <<<"$text" &&
      mv "$dir/trigger" "$dir/armed" 2>/dev/null; then
-    # crash right after slurmctld's next job state save (within ~5 s of a change): what it did
-    # before this command survives the crash (a job end it never saved would run "forever")
-    touch "$dir/matched"
-    for _ in $(seq 100); do
-      [ -n "$(find {job_state} -newer "$dir/matched" 2>/dev/null)" ] && break
-      sleep 0.1
-    done
     # ours: a live slurmctld with our config on its command line. Slurm 24.11's "scontrol
     # reconfigure" starts slurmctld anew, and the PID file may still name the old process
     ours() {{ [ "$(cat "/proc/$1/comm" 2>/dev/null)" = slurmctld ] &&
@@ -79,6 +75,35 @@ if [ -e "$dir/trigger" ]; then
     if ! ours "$pid"; then
       for p in /proc/[0-9]*; do ours "${{p#/proc/}}" && pid=${{p#/proc/}} && break; done
     fi
+    # crash right after a job state save that holds every job end slurmctld has logged: a job
+    # end it never saved is lost (the job runs "forever" after the restart). Each try waits for
+    # the next save (within ~5 s of a change), freezes slurmctld (SIGSTOP: no change between
+    # this check and the kill) and compares the save's time with the last job end's. slurmctld
+    # packs its state before it writes the file, and logs with ms resolution: a job end less
+    # than 0.2 s before the write thaws it for another try too
+    last_end() {{
+      local line
+      line=$(grep '_job_complete: .* done' {ctld_log} 2>/dev/null | tail -n 1) || true
+      line=${{line#[}}
+      if [ -n "$line" ]; then date -d "${{line%%]*}}" +%s.%N; else echo 0; fi
+    }}
+    touch "$dir/unsaved-end"
+    for _ in $(seq 5); do
+      touch "$dir/matched"
+      for _ in $(seq 100); do
+        [ -n "$(find {job_state} -newer "$dir/matched" 2>/dev/null)" ] && break
+        sleep 0.1
+      done
+      kill -STOP "$pid"
+      saved=$(stat -c %.9Y {job_state})
+      ended=$(last_end)
+      echo "saved $saved last job end $ended" >>"$dir/saves"
+      if awk -v s="$saved" -v e="$ended" 'BEGIN {{ exit !(s > e + 0.2) }}'; then
+        rm -f "$dir/unsaved-end"
+        break
+      fi
+      kill -CONT "$pid"
+    done
     kill -KILL "$pid"
     # gone, or a zombie nobody reaps (no init in a container): 10 s at most
     for _ in $(seq 100); do
@@ -115,6 +140,7 @@ class CtldKiller:
                 pid_file=cluster.state_dir / "run" / "slurmctld.pid",
                 conf=cluster.slurm_conf,
                 job_state=cluster.state_dir / "ctld" / "job_state",
+                ctld_log=cluster.state_dir / "log" / "slurmctld.log",
             )
         )
         wrapper.chmod(0o755)
@@ -131,6 +157,10 @@ class CtldKiller:
             return float((self.dir / "fired.at").read_text())
         except (OSError, ValueError):
             return None
+
+    def lost_a_job_end(self) -> bool:
+        """The kill came before a save of slurmctld's last job end (five tries failed)."""
+        return (self.dir / "unsaved-end").exists()
 
     def fired_text(self) -> str:
         """The command the daemon was sending when slurmctld died."""
@@ -185,6 +215,8 @@ class CrashRun:
         controller, up to ``command_timeout_s``), start it again and wait until every job is
         final. Returns the figures."""
         killed = wait_for(self.killer.fired_at, 60, "slurmctld killed by the wrapper")
+        # a job end slurmctld never saved leaves the job RUNNING after the restart: Slurm's loss
+        assert not self.killer.lost_a_job_end(), "slurmctld was killed before it saved a job end"
         wait_for(lambda: self.errors() >= 1, 60, "a failed cycle while slurmctld is down")
         assert self.daemon.alive, self.daemon.logs()[-3000:]
         # the outage length is the experiment's parameter, not a state to poll
@@ -220,12 +252,17 @@ class CrashRun:
         return figures
 
     def slurm_view(self) -> str:
-        """Jobs and nodes as Slurm sees them (for a failure message)."""
-        out = []
-        for argv in (
-            ["squeue", "--states=all", "-o", "%i %T %r %S %N"],
+        """This test's jobs as Slurm sees them, the ones not final first with their full
+        record, and the nodes (for a failure message)."""
+        states = final_states(self.cluster, self.ids)
+        open_ids = [j for j in self.ids if states.get(j) not in FINAL]
+        out = [f"not final: {', '.join(f'{j}={states.get(j)}' for j in open_ids)}"]
+        argvs = [["scontrol", "show", "job", j] for j in open_ids]
+        argvs += [
+            ["squeue", "--states=all", f"--jobs={','.join(self.ids)}", "-o", "%i %T %r %S %N"],
             ["scontrol", "show", "nodes"],
-        ):
+        ]
+        for argv in argvs:
             proc = subprocess.run(
                 argv, env=self.cluster.env, capture_output=True, text=True, check=False
             )
