@@ -17,8 +17,9 @@ its, the worst jobs named).
     python benchmarks/crosscheck.py --artifact muri --trace PATH --policies srtf,muri-s \
         --format json
 
-Runs already in the JSON are skipped (``--force`` re-runs them), so the work can be split over
-several invocations; the JSON is written after every run.
+Runs already in the JSON are skipped (``--force`` re-runs them; so does ``--dump``, which needs
+the run), so the work can be split over several invocations; the JSON is written after every
+run.
 
 Where the authors' numbers come from (``benchmarks/peer/README.md`` has the commands
 and versions): Muri's simulator (Rivendile/Muri @4e69a78) per job on traces 1 and 3, and its
@@ -421,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="diagnosis: replace a field of the artifact profile, e.g. "
                          "--set round_s=null; results are printed, not saved")
     ap.add_argument("--dump", type=Path, metavar="DIR",
-                    help="write DIR/<artifact>_<trace>_<policy>_<profile>.csv per run")
+                    help="write DIR/<artifact>_<trace>_<policy>_<profile>.csv per run "
+                         "(runs it even if it is in the JSON)")
     args = ap.parse_args(argv)
     change = Change(parse_assignments(args.option), parse_assignments(args.set))
 
@@ -443,8 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = {}
         for i, (artifact, pair, prof) in enumerate(todo, 1):
             key = f"{pair.key}@{prof}"
-            if key in runs and not args.force:
-                continue
+            if key in runs and not args.force and args.dump is None:
+                continue  # a dump needs the run itself
             print(f"[{i}/{len(todo)}] {key} ...", end=" ", file=sys.stderr, flush=True)
             dump = None
             if args.dump is not None:
