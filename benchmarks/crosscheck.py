@@ -266,7 +266,7 @@ def compare_jobs(ours: dict[str, float], theirs: dict[str, float],
 def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_CHANGE,
              dump: Path | None = None) -> dict[str, object]:
     """One pair in one profile (``artifact`` or ``default``); ``dump``: a CSV per job (ours
-    and the artifact's JCT, our first start and end)."""
+    and the artifact's JCT, our first start, end, running time and preemptions)."""
     jobs = artifact.trace(pair.trace)
     t0 = time.perf_counter()
     done = run(artifact, jobs, pair.policy, profile, change).completed
@@ -275,11 +275,13 @@ def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_C
         theirs = pair.reference.jobs or {}
         with dump.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["job", "submit_s", "first_start_s", "end_s", "jct_s", "theirs_jct_s"])
+            w.writerow(["job", "submit_s", "first_start_s", "end_s", "jct_s", "theirs_jct_s",
+                        "executed_s", "preemptions"])
             for c in sorted(done, key=lambda c: c.spec.submit_time_s):
                 j = c.spec.job_id
                 w.writerow([j, c.spec.submit_time_s, round(c.first_start_s, 3),
-                            round(c.finish_s, 3), round(c.jct_s, 3), theirs.get(j, "")])
+                            round(c.finish_s, 3), round(c.jct_s, 3), theirs.get(j, ""),
+                            round(c.executed_s, 3), c.preemptions])
     avg = sum(jcts.values()) / len(jcts)
     out: dict[str, object] = {
         "artifact": pair.artifact, "trace": pair.trace, "policy": pair.policy,
