@@ -17,8 +17,9 @@ its, the worst jobs named).
     python benchmarks/crosscheck.py --artifact muri --trace PATH --policies srtf,muri-s \
         --format json
 
-Runs already in the JSON are skipped (``--force`` re-runs them), so the work can be split over
-several invocations; the JSON is written after every run.
+Runs already in the JSON are skipped (``--force`` re-runs them; so does ``--dump``, which needs
+the run), so the work can be split over several invocations; the JSON is written after every
+run.
 
 Where the authors' numbers come from (``benchmarks/peer/README.md`` has the commands
 and versions): Muri's simulator (Rivendile/Muri @4e69a78) per job on traces 1 and 3, and its
@@ -265,7 +266,7 @@ def compare_jobs(ours: dict[str, float], theirs: dict[str, float],
 def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_CHANGE,
              dump: Path | None = None) -> dict[str, object]:
     """One pair in one profile (``artifact`` or ``default``); ``dump``: a CSV per job (ours
-    and the artifact's JCT, our first start and end)."""
+    and the artifact's JCT, our first start, end, running time and preemptions)."""
     jobs = artifact.trace(pair.trace)
     t0 = time.perf_counter()
     done = run(artifact, jobs, pair.policy, profile, change).completed
@@ -274,11 +275,13 @@ def run_pair(artifact: Artifact, pair: Pair, profile: str, change: Change = NO_C
         theirs = pair.reference.jobs or {}
         with dump.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["job", "submit_s", "first_start_s", "end_s", "jct_s", "theirs_jct_s"])
+            w.writerow(["job", "submit_s", "first_start_s", "end_s", "jct_s", "theirs_jct_s",
+                        "executed_s", "preemptions"])
             for c in sorted(done, key=lambda c: c.spec.submit_time_s):
                 j = c.spec.job_id
                 w.writerow([j, c.spec.submit_time_s, round(c.first_start_s, 3),
-                            round(c.finish_s, 3), round(c.jct_s, 3), theirs.get(j, "")])
+                            round(c.finish_s, 3), round(c.jct_s, 3), theirs.get(j, ""),
+                            round(c.executed_s, 3), c.preemptions])
     avg = sum(jcts.values()) / len(jcts)
     out: dict[str, object] = {
         "artifact": pair.artifact, "trace": pair.trace, "policy": pair.policy,
@@ -421,7 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="diagnosis: replace a field of the artifact profile, e.g. "
                          "--set round_s=null; results are printed, not saved")
     ap.add_argument("--dump", type=Path, metavar="DIR",
-                    help="write DIR/<artifact>_<trace>_<policy>_<profile>.csv per run")
+                    help="write DIR/<artifact>_<trace>_<policy>_<profile>.csv per run "
+                         "(runs it even if it is in the JSON)")
     args = ap.parse_args(argv)
     change = Change(parse_assignments(args.option), parse_assignments(args.set))
 
@@ -443,8 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs = {}
         for i, (artifact, pair, prof) in enumerate(todo, 1):
             key = f"{pair.key}@{prof}"
-            if key in runs and not args.force:
-                continue
+            if key in runs and not args.force and args.dump is None:
+                continue  # a dump needs the run itself
             print(f"[{i}/{len(todo)}] {key} ...", end=" ", file=sys.stderr, flush=True)
             dump = None
             if args.dump is not None:

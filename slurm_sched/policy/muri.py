@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -199,6 +200,7 @@ def typed_max_weight_pairs(
     weight: Callable[[Hashable, Hashable], float | None],
     homes: Sequence[Hashable | None] | None = None,
     cache: dict[object, list[tuple[int, int, float, int]] | None] | None = None,
+    order: Callable[[int], Any] | None = None,
 ) -> list[tuple[int, int, float]] | None:
     """Maximum-weight matching when nodes of one type are interchangeable.
 
@@ -207,8 +209,9 @@ def typed_max_weight_pairs(
     types: integer pair counts ``x_ab`` with ``sum_b x_ab + 2 x_aa <= count_a``, maximising
     ``sum w_ab x_ab``; it is solved exactly (HiGHS MILP, zero gap) on T(T+1)/2 variables
     instead of Blossom's O(n^3) on n nodes, and has the same optimum weight. Concrete nodes are
-    then taken in index order (callers pass them in priority order), node pairs with the same
-    non-None ``homes`` entry (jobs already running together) first. Returns ``(u, v, w)`` with
+    then taken in index order (callers pass them in priority order), or by ``order(i)`` when
+    given, node pairs with the same non-None ``homes`` entry (jobs already running together)
+    first. Returns ``(u, v, w)`` with
     ``u < v`` sorted by ``u``, or None if the solver fails (callers fall back to Blossom).
     ``cache`` (one per weight function) memoises the type-level solution by type counts.
     Types must be mutually comparable (they are sorted for a canonical order).
@@ -240,7 +243,7 @@ def typed_max_weight_pairs(
             cache[key] = solved
     if solved is None:
         return None
-    free = {t: list(kinds[t]) for t in names}
+    free = {t: sorted(kinds[t], key=order) if order is not None else kinds[t] for t in names}
     used: set[int] = set()
     out: list[tuple[int, int, float]] = []
     for a, b, w, x in solved:
@@ -449,6 +452,10 @@ class Muri(Policy):
         max_types: most distinct node types for the typed solver.
         interval_s: 0 = event-driven; > 0 = also reschedule every ``interval_s`` (testbed 360).
         weight_lbd: an edge needs gamma > weight_lbd * (jobs merged) / 4.
+        match_seed: None = among equally good matchings, the one found with the nodes in
+            job-id order (Blossom) or priority order (typed solver). An integer (a diagnosis)
+            orders the nodes by a hash of it and the job id instead, which picks another of
+            the equally good matchings: how much a result depends on that choice.
         model: the stage-time model (calibration, superset layouts).
     """
 
@@ -474,6 +481,7 @@ class Muri(Policy):
         max_types: int = 64,
         interval_s: float = 0.0,
         weight_lbd: float = 0.0,
+        match_seed: int | None = None,
         model: StageModel | None = None,
     ) -> None:
         if not 1 <= packing_num <= 8:
@@ -501,6 +509,7 @@ class Muri(Policy):
         self.max_types = max_types
         self.interval_s = interval_s
         self.weight_lbd = weight_lbd
+        self.match_seed = match_seed
         self.model = model or StageModel()
         self._next_group = 0
         self.gate = EventGate(interval_s)
@@ -668,14 +677,17 @@ class Muri(Policy):
                     pa, pb = cast(tuple[Profile, ...], a), cast(tuple[Profile, ...], b)
                     return _gamma_edge(model, list(pa) + list(pb), limit, worst, lbd)
 
-                got = typed_max_weight_pairs(sigs, type_weight, [_common_home(g) for g in gs],
-                                             cache=self._typed_cache.setdefault(limit, {}))
+                got = typed_max_weight_pairs(
+                    sigs, type_weight, [_common_home(g) for g in gs],
+                    cache=self._typed_cache.setdefault(limit, {}),
+                    order=None if self.match_seed is None
+                    else lambda i: self._node_key(gs[i]),
+                )
                 if got is not None:
                     return got
         out: list[tuple[int, int, float]] = []
         for start in range(0, n, size):
-            canon = sorted(range(start, min(n, start + size)),
-                           key=lambda i: gs[i].members[0].job_id)
+            canon = sorted(range(start, min(n, start + size)), key=lambda i: self._node_key(gs[i]))
             key = (limit, tuple(
                 (tuple(c.job_id for c in gs[i].members), _common_home(gs[i])) for i in canon
             ))
@@ -687,6 +699,13 @@ class Muri(Policy):
                 self._match_cache[key] = hit
             out.extend((canon[a], canon[b], w) for a, b, w in hit)
         return out
+
+    def _node_key(self, g: _Group) -> tuple[int, str]:
+        """A matching node's place in the insertion order (see ``match_seed``)."""
+        jid = g.members[0].job_id
+        if self.match_seed is None:
+            return (0, jid)
+        return (zlib.crc32(f"{self.match_seed}/{jid}".encode()), jid)
 
     def _edge(self, gs: list[_Group], limit: int) -> Callable[[int, int], float | None]:
         model, worst, lbd = self.model, self.worst, self.weight_lbd

@@ -98,3 +98,25 @@ def test_any_trace_in_an_artifacts_format_prints_one_object_per_policy(
     rows = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in rows] == ["srtf", "muri-s-autopack"]
     assert all(r["jobs"] == 5 and r["avg_jct_s"] > 0 for r in rows)
+
+
+def test_a_dump_runs_a_pair_the_json_already_holds(xc, tmp_path, monkeypatch) -> None:
+    """Runs in the JSON are skipped, except for ``--dump``, which needs the run itself."""
+    import json
+
+    key = "muri/trace3/srtf@artifact"
+    committed = json.loads((SCRIPT.parent / "results" / "crosscheck.json").read_text())
+    out = tmp_path / "crosscheck.json"
+    xc.save(out, {key: committed["runs"][key]})
+    calls: list[Path | None] = []
+
+    def fake_run(artifact, pair, prof, change, dump):
+        calls.append(dump)
+        return committed["runs"][key]
+
+    monkeypatch.setattr(xc, "run_pair", fake_run)
+    args = ["--artifacts", "muri", "--traces", "trace3", "--policies", "srtf",
+            "--profiles", "artifact", "--out", str(out)]
+    assert xc.main(args) == 0 and calls == []
+    assert xc.main([*args, "--dump", str(tmp_path / "dump")]) == 0
+    assert calls == [tmp_path / "dump" / "muri_trace3_srtf_artifact.csv"]

@@ -591,3 +591,31 @@ def test_typed_matching_keeps_pairs_that_already_run_together():
     assert [(u, v) for u, v, _ in pairs] == [(0, 3), (1, 2)]
     pairs = typed_max_weight_pairs(types, lambda a, b: 1.0 if a != b else 0.5)
     assert [(u, v) for u, v, _ in pairs] == [(0, 2), (1, 3)]
+
+
+def test_match_seed_picks_another_of_the_equally_good_matchings():
+    # 2 gpt2 + 2 a2c one-GPU jobs on 3 GPUs: one pair is merged, the one with j0 (highest
+    # priority); gpt2+a2c pairs all weigh the same, so j0's partner is j2 or j3 by node order
+    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m)
+            for i, m in enumerate(["gpt2", "gpt2", "a2c", "a2c"])]
+    snap = ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
+                           jobs=tuple(view(j) for j in jobs))
+
+    def grouped(policy: Muri) -> frozenset[str]:
+        return frozenset(a.job_id for a in policy.decide(snap, 0)
+                         if a.settings.group_id is not None)
+
+    assert grouped(MuriS()) == grouped(MuriS(match_seed=None)) == {"j0", "j2"}
+    seen = {grouped(MuriS(match_seed=s)) for s in range(12)}
+    assert frozenset({"j0", "j3"}) in seen
+    assert seen <= {frozenset({"j0", "j2"}), frozenset({"j0", "j3"})}
+
+
+def test_typed_matching_takes_nodes_in_the_given_order():
+    from slurm_sched.policy.muri import typed_max_weight_pairs
+
+    # three type-0 nodes, one type-1 node: one 0-1 pair; which 0 is taken follows the order
+    types = [0, 0, 0, 1]
+    weight = lambda a, b: 1.0 if a != b else None  # noqa: E731
+    assert typed_max_weight_pairs(types, weight) == [(0, 3, 1.0)]
+    assert typed_max_weight_pairs(types, weight, order=lambda i: -i) == [(2, 3, 1.0)]
