@@ -449,17 +449,26 @@ def test_autopack_splits_a_group_slower_than_serial():
     assert [a.kind for a in acts] == ["start", "share"]
 
 
+def one_gpu_jobs_on_three_gpus(models: list[str]) -> ClusterSnapshot:
+    """Jobs j0, j1, ... of these models, one GPU each, durations 10, 20, ... on 1x3."""
+    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m) for i, m in enumerate(models)]
+    return ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
+                           jobs=tuple(view(j) for j in jobs))
+
+
+def grouped_by(policy: Muri, snap: ClusterSnapshot) -> frozenset[str]:
+    """The jobs the policy's first decision puts in a group."""
+    return frozenset(a.job_id for a in policy.decide(snap, 0) if a.settings.group_id is not None)
+
+
 def test_merge_order_bucket_groups_the_best_jobs_first():
     # 4 one-GPU jobs on 3 GPUs: one merge is needed. Blossom pairs gpt2+a2c (gamma 0.3392)
     # and resnet18+shufflenet (0.3458, spec 2.4 vectors). "gamma" merges the better pair;
     # "bucket" (the artifact's effective order) the pair of the highest-priority job.
-    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m)
-            for i, m in enumerate(["gpt2", "a2c", "resnet18", "shufflenet_v2_x1_0"])]
-    snap = ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
-                           jobs=tuple(view(j) for j in jobs))
+    snap = one_gpu_jobs_on_three_gpus(["gpt2", "a2c", "resnet18", "shufflenet_v2_x1_0"])
 
-    def grouped(policy: Muri) -> set[str]:
-        return {a.job_id for a in policy.decide(snap, 0) if a.settings.group_id is not None}
+    def grouped(policy: Muri) -> frozenset[str]:
+        return grouped_by(policy, snap)
 
     assert grouped(MuriS()) == {"j2", "j3"}
     assert grouped(MuriS(merge_order="bucket")) == {"j0", "j1"}
@@ -596,14 +605,10 @@ def test_typed_matching_keeps_pairs_that_already_run_together():
 def test_match_seed_picks_another_of_the_equally_good_matchings():
     # 2 gpt2 + 2 a2c one-GPU jobs on 3 GPUs: one pair is merged, the one with j0 (highest
     # priority); gpt2+a2c pairs all weigh the same, so j0's partner is j2 or j3 by node order
-    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m)
-            for i, m in enumerate(["gpt2", "gpt2", "a2c", "a2c"])]
-    snap = ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
-                           jobs=tuple(view(j) for j in jobs))
+    snap = one_gpu_jobs_on_three_gpus(["gpt2", "gpt2", "a2c", "a2c"])
 
     def grouped(policy: Muri) -> frozenset[str]:
-        return frozenset(a.job_id for a in policy.decide(snap, 0)
-                         if a.settings.group_id is not None)
+        return grouped_by(policy, snap)
 
     assert grouped(MuriS()) == grouped(MuriS(match_seed=None)) == {"j0", "j2"}
     seen = {grouped(MuriS(match_seed=s)) for s in range(12)}
