@@ -3,13 +3,17 @@
 Writes one JSON file per section under ``benchmarks/results/a_srpt_<section>.json`` and prints
 markdown tables (the ones in ``docs/reproductions/a-srpt.md``)::
 
-    python benchmarks/repro_a_srpt.py                      # every section (about 15 min CPU)
+    python benchmarks/repro_a_srpt.py --sections tune      # choose tau on seeds 2, 3 (alone)
+    python benchmarks/repro_a_srpt.py                      # every other section (~30 min CPU)
     python benchmarks/repro_a_srpt.py --sections predictor,placement
-    python benchmarks/repro_a_srpt.py --tau 8 --sections main,share,bandwidth
+    python benchmarks/repro_a_srpt.py --tau 1 --sections main,share,bandwidth
     python benchmarks/repro_a_srpt.py --cluster 32x8 --sections main,ablation
     python benchmarks/repro_a_srpt.py --quick              # one job set per point
 
 Sections:
+- ``tune``: A-SRPT at several tau on the tuning workloads (seeds ``TUNE_SEEDS``, never the
+  reported seed); the rule ``choose_tau`` picks ``TUNED_TAU``, the default of every other
+  section.
 - ``validation``: the spec's section 7 test vectors (alpha, toy schedule, bound).
 - ``predictor``: random forest vs global / per-group mean and median on the workload's
   chronological 80/20 split (Fig. 4/9 numbers).
@@ -24,8 +28,8 @@ Sections:
 
 Setting (see the doc for why): the Philly-based recurring workload of
 ``slurm_sched.workloads.a_srpt`` (seed 1), a 64 x 8-GPU cluster, 10 Gbps NICs, 300 GB/s
-NVLink, COMM_HEAVY = 1.5; every predictor starts from the first 80% of the trace and keeps
-learning from completions inside the simulation.
+NVLink, COMM_HEAVY = 1.5, tau = ``TUNED_TAU``; every predictor starts from the first 80% of
+the trace and keeps learning from completions inside the simulation.
 """
 
 from __future__ import annotations
@@ -88,9 +92,20 @@ DEFAULT_CLUSTER = "64x8"
 CLUSTER = DEFAULT_CLUSTER
 SET_JOBS = 4000
 OFFSETS = (0, 6000, 12000)
-SEED = 1
-#: A-SRPT's delay factor in every section but ``tau`` (spec default 1; ``--tau`` changes it)
-TAU = 1.0
+#: workload seed of every reported section (``--seed`` changes it; results then get a suffix)
+DEFAULT_SEED = 1
+SEED = DEFAULT_SEED
+#: tuning data of the ``tune`` section: workload seeds other than the reported one, same offsets
+TUNE_SEEDS = (2, 3)
+TUNE_TAUS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+#: the rule, fixed before the tuning runs: the smallest tau whose mean total JCT over the
+#: tuning sets is within this fraction of the lowest mean
+TUNE_TOLERANCE = 0.02
+#: A-SRPT's delay factor in every reported section but ``tau``: chosen by the ``tune`` section
+#: on ``TUNE_SEEDS`` (``benchmarks/results/a_srpt_tune.json``); ``--tau`` overrides it (results
+#: then get a suffix). The policy's own default stays the spec's tau = 1 (reading B6).
+TUNED_TAU = 16.0
+TAU = TUNED_TAU
 MB = 1e6
 
 PolicyFactory = Callable[[dict[str, IterationPredictor], Network], PredictiveBase]
@@ -199,11 +214,13 @@ def summarise(rows: list[dict[str, Any]], key: str = "policy") -> dict[str, dict
 def save(section: str, payload: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     suffix = ""
-    if section not in ("validation", "predictor", "placement"):
+    if section not in ("validation", "predictor", "placement", "tune"):
         if CLUSTER != DEFAULT_CLUSTER:
             suffix += f"_{CLUSTER}"
-        if TAU != 1.0 and section != "tau":
+        if TAU != TUNED_TAU and section != "tau":
             suffix += f"_tau{TAU:g}"
+        if SEED != DEFAULT_SEED:
+            suffix += f"_seed{SEED}"
     path = RESULTS / f"a_srpt_{section}{suffix}.json"
     payload = {"section": section, "cluster": CLUSTER, "seed": SEED, "tau": TAU,
                "python": platform.python_version(), "packages": package_versions(), **payload}
@@ -486,6 +503,52 @@ def section_tau(w: workload.Workload, preds: dict[str, IterationPredictor],
                       "A-SRPT vs Perfect", "A-SRPT jobs slowed > 1.5x"), table))
 
 
+def choose_tau(summary: dict[str, float], tolerance: float = TUNE_TOLERANCE) -> float:
+    """The smallest tau whose mean total JCT is within ``tolerance`` of the lowest one."""
+    best = min(summary.values())
+    return min(float(t) for t, v in summary.items() if v <= best * (1 + tolerance))
+
+
+def section_tune() -> str:
+    """Choose tau on tuning job sets (workload seeds ``TUNE_SEEDS``, never the reported seed).
+
+    A-SRPT (random forest, blocking delay) runs at every tau of ``TUNE_TAUS`` on the usual
+    offsets of each tuning workload; the chosen tau is ``choose_tau`` of the mean total JCT.
+    """
+    if SEED in TUNE_SEEDS:
+        raise SystemExit(f"the reported seed {SEED} is a tuning seed")
+    factories: dict[str, PolicyFactory] = {
+        f"a-srpt tau={tau:g}": (lambda p, n, tau=tau: ASrpt(_rf(p), tau=tau, net=n))
+        for tau in TUNE_TAUS}
+    rows: list[dict[str, Any]] = []
+    for seed in TUNE_SEEDS:
+        wt = workload.build(workload.WorkloadConfig(seed=seed))
+        preds = trained_predictors(wt)
+        log(f" tuning seed {seed}: {workload.describe(wt)}")
+        for r in run_sets(list(factories), wt, preds, Network(), SET_JOBS, OFFSETS, factories):
+            r["seed"] = seed
+            rows.append(r)
+    summ = summarise(rows)
+    means = {name.split("=", 1)[1]: s["total_jct_h"] for name, s in summ.items()}
+    chosen = choose_tau(means)
+    save("tune", {"tuning_seeds": list(TUNE_SEEDS), "reported_seed": SEED,
+                  "jobs_per_set": SET_JOBS, "offsets": list(OFFSETS),
+                  "rule": f"smallest tau whose mean total JCT over the tuning sets is within "
+                          f"{TUNE_TOLERANCE:.0%} of the lowest mean",
+                  "chosen_tau": chosen, "runs": rows, "summary": summ})
+    per_seed = {(r["seed"], r["policy"]): 0.0 for r in rows}
+    for r in rows:
+        per_seed[(r["seed"], r["policy"])] += r["total_jct_h"] / len(OFFSETS)
+    table = [(name.split("=", 1)[1], s["total_jct_h"],
+              *[per_seed[(sd, name)] for sd in TUNE_SEEDS], s["slowed"])
+             for name, s in summ.items()]
+    return (f"### Tuning tau on workload seeds {', '.join(map(str, TUNE_SEEDS))} "
+            f"({len(OFFSETS)} sets of {SET_JOBS:,} jobs each; {CLUSTER}), chosen tau = "
+            f"{chosen:g}\n\n" +
+            md_table(("tau", "A-SRPT total JCT (h), mean of all tuning sets",
+                      *[f"seed {sd} mean" for sd in TUNE_SEEDS], "jobs slowed > 1.5x"), table))
+
+
 def _sweep_table(summ: dict[str, dict[str, float]], points: Sequence[str], label: str) -> str:
     rows = []
     for pt in points:
@@ -578,27 +641,34 @@ def section_ablation(w: workload.Workload, preds: dict[str, IterationPredictor],
                         "jobs slowed > 1.5x", "A-SRPT reduction"), table))
 
 
-SECTIONS = ("validation", "predictor", "placement", "main", "ablation", "tau", "jobs", "share",
-            "bandwidth")
+SECTIONS = ("tune", "validation", "predictor", "placement", "main", "ablation", "tau", "jobs",
+            "share", "bandwidth")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--sections", default=",".join(s for s in SECTIONS if s != "tune"),
+                    help="comma-separated; 'tune' runs alone (default: every other section)")
     ap.add_argument("--quick", action="store_true", help="one job set per point")
     ap.add_argument("--cluster", default=DEFAULT_CLUSTER,
                     help="cluster spec NxG (results get a suffix when not the default)")
-    ap.add_argument("--tau", type=float, default=1.0,
-                    help="A-SRPT delay factor outside the tau section (results get a suffix)")
+    ap.add_argument("--tau", type=float, default=TUNED_TAU,
+                    help="A-SRPT delay factor outside the tau section (results get a suffix "
+                         "unless it is the tuned one)")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                    help="workload seed of the reported sections (results get a suffix)")
     args = ap.parse_args(argv)
-    global TAU, CLUSTER
+    global TAU, CLUSTER, SEED
     TAU = args.tau
+    SEED = args.seed
     CLUSTER = args.cluster
     parse_cluster_spec(CLUSTER)  # fail early on a bad spec
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
     for s in wanted:
         if s not in SECTIONS:
             ap.error(f"unknown section {s!r}; known: {', '.join(SECTIONS)}")
+    if "tune" in wanted and len(wanted) > 1:
+        ap.error("run the tune section alone: the reported sections use the tau it chooses")
     offsets = OFFSETS[:1] if args.quick else OFFSETS
     w: workload.Workload | None = None
     preds: dict[str, IterationPredictor] | None = None
@@ -609,7 +679,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if s in ("predictor", "main", "ablation", "tau", "jobs") and w is None:
             w = workload.build(workload.WorkloadConfig(seed=SEED))
             preds = trained_predictors(w)
-        if s == "validation":
+        if s == "tune":
+            out.append(section_tune())
+        elif s == "validation":
             out.append(section_validation())
         elif s == "predictor":
             assert w is not None

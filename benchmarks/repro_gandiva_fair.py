@@ -1,7 +1,7 @@
 """Reproduce the Gandiva_fair experiments (docs/reproductions/gandiva-fair.md).
 
 Run:
-    python benchmarks/repro_gandiva_fair.py [homogeneous|trading|philly|all] [--quick]
+    python benchmarks/repro_gandiva_fair.py [homogeneous|trading-tune|trading|philly|all] [--quick]
 
 Each experiment writes ``benchmarks/results/gandiva_fair_<experiment>.json`` and prints markdown
 tables. All runs are seeded and deterministic; ``--quick`` shortens the simulated windows (for a
@@ -10,13 +10,15 @@ smoke test, not for the numbers of the report).
 - homogeneous: 48 P100 GPUs, 70 users with one 1/2/4/8-GPU job each (Philly sizes), 3 seeds,
   8 simulated hours; every user's GPU share against its fair share (48/70 GPU), Jain's index,
   overhead (suspends/resumes, moves); ablation without migrations; FIFO for contrast.
+- trading-tune: chooses which of the three user sets below matches the slides' trading figure,
+  on the tuning seeds ``TUNE_SEEDS`` only, by the rule fixed at ``SLIDES_SHAPE``.
 - trading: 4 users on the 200-GPU (24 V100 + 48 P100 + 128 K80) cluster with three user sets
   (the spec's VAE/SuperResolution/ResNet50/DCGAN, a slide-like set whose third bidder is ~2x
   (A3C), and a "mid-price" set whose third bidder sits between the extremes (Transformer, batch
   32)) and on the 100-GPU cluster with the spec's set; no trading vs the policy's Vickrey-pivot
   trading vs the spec's literal highest-lowest rule; per-user K80-equivalent throughput over
-  hours 0.5-6.
-- philly: the Pollux Philly trace, jobs submitted in days 21-23 (2 days, 1,583 jobs) on 128
+  hours 0.5-6, on the held-out seeds ``REPORT_SEEDS``.
+- philly: the Pollux Philly trace, jobs submitted in days 21-23 (2 days, 1,685 jobs) on 128
   GPUs, virtual clusters as users with equal tickets; Gandiva_fair vs FIFO vs Tiresias;
   per-VC share of GPU time against the demand-capped fair share, over the 2 days.
 """
@@ -166,6 +168,15 @@ USER_SETS = {
 }
 #: (cluster config, user set) cases; the 100-GPU cluster only with the spec's users (bounded).
 TRADING_CASES = (("200", "spec"), ("200", "slide-like"), ("200", "mid-price"), ("100", "spec"))
+#: Workload seeds (job sizes) of the trading experiment. ``trading-tune`` chooses the user set
+#: that best matches the slides on TUNE_SEEDS; ``trading`` reports every case on REPORT_SEEDS.
+TUNE_SEEDS = (0, 1)
+REPORT_SEEDS = (2, 3)
+#: The slides' claim, as per-user Vickrey-pivot gains (U1..U4): "users 1 and 4 gain about 30%,
+#: users 2 and 3 similar" (unchanged). The rule, fixed before the tuning runs: among USER_SETS,
+#: the set whose measured gains on the 200-GPU cluster have the smallest sum of squared
+#: deviations from this shape, averaged over TUNE_SEEDS.
+SLIDES_SHAPE = (0.30, 0.0, 0.0, 0.30)
 
 
 def entitled(types: Sequence[str], cluster_spec: str) -> dict[str, dict[str, float]]:
@@ -184,73 +195,144 @@ def entitled(types: Sequence[str], cluster_spec: str) -> dict[str, dict[str, flo
     }
 
 
-def trading(quick: bool) -> dict[str, Any]:
+def trading_case(config: str, set_name: str, seed: int, hours: float, warm: float,
+                 rules: Sequence[str] = ("none", "vickrey-pivot", "highest-lowest"),
+                 ) -> dict[str, Any]:
+    """One (cluster, user set, seed) case: every rule of ``rules`` ("none" first)."""
+    types = USER_SETS[set_name]
+    cluster, jobs = wl.heterogeneous(seed=seed, config=config, user_types=types)
+    case: dict[str, Any] = {
+        "config": config, "cluster": cluster, "user_set": set_name, "seed": seed,
+        "types": dict(zip([f"U{i}" for i in range(1, 5)], types, strict=True)),
+        "demand_gpus": {u: sum(j.num_gpus for j in jobs if j.user == u)
+                        for u in ("U1", "U2", "U3", "U4")},
+        "entitled": entitled(types, cluster), "runs": {},
+    }
+    policies = {"none": lambda: GandivaFair(trading=False), "vickrey-pivot": GandivaFair,
+                "highest-lowest": lambda: GandivaFair(trade_rule="highest-lowest")}
+    for label in rules:
+        pol = policies[label]()
+        r = run(jobs, cluster, pol, hours * HOUR, start_s=warm)
+        r["entitlements"] = pol.last_entitlements
+        case["runs"][label] = r
+        print(f"  {config} {set_name} seed {seed} {label}: {r['wall_s']} s", file=sys.stderr,
+              flush=True)
+    base = {u: v["throughput"] for u, v in case["runs"]["none"]["users"].items()}
+    case["gain"] = {
+        label: trading_gain({u: v["throughput"] for u, v in r["users"].items()}, base)
+        for label, r in case["runs"].items() if label != "none"
+    }
+    ent = case["entitled"]["none"]
+    case["jain_vs_entitled"] = {
+        label: jain_index([r["users"][u]["throughput"] / ent[u] for u in ent])
+        for label, r in case["runs"].items()
+    }
+    return case
+
+
+def slides_distance(gain: dict[str, float]) -> float:
+    """Sum of squared deviations of U1..U4's gains from ``SLIDES_SHAPE``."""
+    return sum((gain[f"U{i}"] - target) ** 2 for i, target in enumerate(SLIDES_SHAPE, start=1))
+
+
+def trading_tune(quick: bool) -> dict[str, Any]:
+    """Choose the user set that matches the slides, on TUNE_SEEDS only (rule: SLIDES_SHAPE)."""
     hours = 2.0 if quick else 6.0
     warm = 0.5 * HOUR
-    out: dict[str, Any] = {"hours": hours, "warmup_s": warm, "cases": []}
+    out: dict[str, Any] = {"hours": hours, "warmup_s": warm, "tuning_seeds": list(TUNE_SEEDS),
+                           "reported_seeds": list(REPORT_SEEDS), "slides_shape": SLIDES_SHAPE,
+                           "rule": "smallest mean over the tuning seeds of the sum of squared "
+                                   "deviations of U1..U4's Vickrey-pivot gains from the "
+                                   "slides' shape (200-GPU cluster)",
+                           "cases": [], "distance": {}}
+    for set_name in USER_SETS:
+        dists = []
+        for seed in TUNE_SEEDS:
+            case = trading_case("200", set_name, seed, hours, warm, ("none", "vickrey-pivot"))
+            case["slides_distance"] = slides_distance(case["gain"]["vickrey-pivot"])
+            dists.append(case["slides_distance"])
+            out["cases"].append(case)
+        out["distance"][set_name] = sum(dists) / len(dists)
+    out["chosen"] = min(out["distance"], key=lambda k: out["distance"][k])
+    return out
+
+
+def print_trading_tune(res: dict[str, Any]) -> None:
+    print(f"### Choosing the slide-matching user set on seeds "
+          f"{', '.join(map(str, res['tuning_seeds']))} (200 GPUs, Vickrey pivot)\n")
+    print("| user set | seed | U1 | U2 | U3 | U4 | distance to (+30%, 0, 0, +30%) |")
+    print("|---|---|---|---|---|---|---|")
+    for case in res["cases"]:
+        g = case["gain"]["vickrey-pivot"]
+        print(f"| {case['user_set']} | {case['seed']} | " +
+              " | ".join(f"{g[f'U{i}']:+.1%}" for i in range(1, 5)) +
+              f" | {case['slides_distance']:.4f} |")
+    print("\nMean distance: " + ", ".join(f"{k} {v:.4f}" for k, v in res["distance"].items())
+          + f"; chosen: **{res['chosen']}**\n")
+
+
+def chosen_set(out_dir: Path = RESULTS) -> str | None:
+    """The user set ``trading-tune`` chose (its JSON), or None if it has not run."""
+    path = out_dir / "gandiva_fair_trading_tune.json"
+    if not path.exists():
+        return None
+    return str(json.loads(path.read_text())["chosen"])
+
+
+def trading(quick: bool) -> dict[str, Any]:
+    """Every TRADING_CASES case on REPORT_SEEDS (never the tuning seeds)."""
+    hours = 2.0 if quick else 6.0
+    warm = 0.5 * HOUR
+    out: dict[str, Any] = {"hours": hours, "warmup_s": warm, "seeds": list(REPORT_SEEDS),
+                           "cases": []}
     for config, set_name in TRADING_CASES:
-        types = USER_SETS[set_name]
-        cluster, jobs = wl.heterogeneous(seed=0, config=config, user_types=types)
-        case: dict[str, Any] = {
-            "config": config, "cluster": cluster, "user_set": set_name,
-            "types": dict(zip([f"U{i}" for i in range(1, 5)], types, strict=True)),
-            "demand_gpus": {u: sum(j.num_gpus for j in jobs if j.user == u)
-                            for u in ("U1", "U2", "U3", "U4")},
-            "entitled": entitled(types, cluster), "runs": {},
-        }
-        for label, pol in (
-            ("none", GandivaFair(trading=False)),
-            ("vickrey-pivot", GandivaFair()),
-            ("highest-lowest", GandivaFair(trade_rule="highest-lowest")),
-        ):
-            r = run(jobs, cluster, pol, hours * HOUR, start_s=warm)
-            r["entitlements"] = pol.last_entitlements
-            case["runs"][label] = r
-        base = {u: v["throughput"] for u, v in case["runs"]["none"]["users"].items()}
-        case["gain"] = {
-            label: trading_gain({u: v["throughput"] for u, v in r["users"].items()}, base)
-            for label, r in case["runs"].items() if label != "none"
-        }
-        ent = case["entitled"]["none"]
-        case["jain_vs_entitled"] = {
-            label: jain_index([r["users"][u]["throughput"] / ent[u] for u in ent])
-            for label, r in case["runs"].items()
-        }
-        out["cases"].append(case)
+        for seed in REPORT_SEEDS:
+            out["cases"].append(trading_case(config, set_name, seed, hours, warm))
+    out["chosen_set"] = chosen_set()
     return out
 
 
 def print_trading(res: dict[str, Any]) -> None:
+    seeds = res.get("seeds", [0])
     print(f"### Trading: 4 users, K80-equivalent throughput over hours "
-          f"{res['warmup_s'] / HOUR:.1f}-{res['hours']:.0f}\n")
+          f"{res['warmup_s'] / HOUR:.1f}-{res['hours']:.0f}, seeds "
+          f"{', '.join(map(str, seeds))} (gains: per seed, mean in bold)\n")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for case in res["cases"]:
-        types = case["types"]
-        print(f"**{case['cluster']}** ({case['config']} GPUs), user set `{case['user_set']}`: "
+        groups.setdefault((case["config"], case["user_set"]), []).append(case)
+    for (config, set_name), cases in groups.items():
+        types = cases[0]["types"]
+        ent = cases[0]["entitled"]
+        chosen = " (chosen on the tuning seeds)" if set_name == res.get("chosen_set") else ""
+        print(f"**{cases[0]['cluster']}** ({config} GPUs), user set `{set_name}`{chosen}: "
               + ", ".join(f"{u} = {t}" for u, t in types.items()) + "\n")
-        print("| user | no trade: measured (entitled) | Vickrey pivot: gain measured "
+        print("| user | no trade: measured, mean (entitled) | Vickrey pivot: gain measured "
               "(entitled) | spec's highest-lowest: gain measured (entitled) |")
         print("|---|---|---|---|")
-        ent = case["entitled"]
+
+        def cell(rule: str, user: str, cases: list[dict[str, Any]] = cases,
+                 ent: dict[str, dict[str, float]] = ent) -> str:
+            gs = [c["gain"][rule][user] for c in cases]
+            if user == "__total__":
+                eg = sum(ent[rule].values()) / sum(ent["none"].values()) - 1
+            else:
+                eg = ent[rule][user] / ent["none"][user] - 1
+            return (" / ".join(f"{g:+.1%}" for g in gs) +
+                    f" **{sum(gs) / len(gs):+.1%}** ({eg:+.1%})")
+
         for u in types:
-            m0 = case["runs"]["none"]["users"][u]["throughput"]
-            cells = []
-            for rule in ("vickrey-pivot", "highest-lowest"):
-                g = case["gain"][rule][u]
-                eg = ent[rule][u] / ent["none"][u] - 1
-                cells.append(f"{g:+.1%} ({eg:+.1%})")
-            print(f"| {u} ({types[u]}) | {m0:.1f} ({ent['none'][u]:.1f}) | {cells[0]} | "
-                  f"{cells[1]} |")
-        tot = []
-        for rule in ("vickrey-pivot", "highest-lowest"):
-            g = case["gain"][rule]["__total__"]
-            eg = sum(ent[rule].values()) / sum(ent["none"].values()) - 1
-            tot.append(f"{g:+.1%} ({eg:+.1%})")
-        m_tot = sum(v["throughput"] for v in case["runs"]["none"]["users"].values())
-        print(f"| cluster | {m_tot:.1f} ({sum(ent['none'].values()):.1f}) | {tot[0]} | "
-              f"{tot[1]} |")
-        moves = {k: r["counters"].get("moves", 0) for k, r in case["runs"].items()}
-        print(f"\nmoves: {moves}; Jain of measured/entitled (no-trade) throughput: "
-              + ", ".join(f"{k} {v:.3f}" for k, v in case["jain_vs_entitled"].items()) + "\n")
+            m0 = sum(c["runs"]["none"]["users"][u]["throughput"] for c in cases) / len(cases)
+            print(f"| {u} ({types[u]}) | {m0:.1f} ({ent['none'][u]:.1f}) | "
+                  f"{cell('vickrey-pivot', u)} | {cell('highest-lowest', u)} |")
+        m_tot = sum(sum(v["throughput"] for v in c["runs"]["none"]["users"].values())
+                    for c in cases) / len(cases)
+        print(f"| cluster | {m_tot:.1f} ({sum(ent['none'].values()):.1f}) | "
+              f"{cell('vickrey-pivot', '__total__')} | {cell('highest-lowest', '__total__')} |")
+        moves = {k: [c["runs"][k]["counters"].get("moves", 0) for c in cases]
+                 for k in cases[0]["runs"]}
+        jain = {k: min(c["jain_vs_entitled"][k] for c in cases) for k in cases[0]["runs"]}
+        print(f"\nmoves per seed: {moves}; lowest Jain of measured/entitled (no-trade) "
+              "throughput: " + ", ".join(f"{k} {v:.3f}" for k, v in jain.items()) + "\n")
 
 
 # ---------------------------------------------------------------------------- philly
@@ -299,6 +381,7 @@ def print_philly(res: dict[str, Any]) -> None:
 
 EXPERIMENTS = {
     "homogeneous": (homogeneous, print_homogeneous),
+    "trading-tune": (trading_tune, print_trading_tune),
     "trading": (trading, print_trading),
     "philly": (philly, print_philly),
 }
@@ -319,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         res["quick"] = args.quick
         res["wall_s"] = round(time.perf_counter() - t0, 1)
         suffix = "_quick" if args.quick else ""
-        path = args.out_dir / f"gandiva_fair_{name}{suffix}.json"
+        path = args.out_dir / f"gandiva_fair_{name.replace('-', '_')}{suffix}.json"
         path.write_text(json.dumps(res, indent=1, sort_keys=True, default=float))
         printer(res)
         print(f"(written {path}, {res['wall_s']} s)\n", file=sys.stderr)

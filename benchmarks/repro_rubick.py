@@ -6,9 +6,15 @@ Run:
     python benchmarks/repro_rubick.py --part micro          # Fig. 7 and Fig. 8
     python benchmarks/repro_rubick.py --part table4 --traces base
     python benchmarks/repro_rubick.py --part table4 --policies rubick,sia --traces base
+    python benchmarks/repro_rubick.py --part artifact      # per-job vs the artifact (1-2 min)
 
 Writes ``benchmarks/results/rubick_<part>.json`` and prints markdown tables beside the paper's
-numbers. The cluster is the paper's testbed (§5.1): 8 nodes x 8 A800, 96 vCPUs and 1,600 GB each;
+numbers. ``--part artifact`` (not in ``all``) runs Rubick on Base in the ``rubick-artifact``
+simulation profile, then once per single change of that profile or of Rubick's options, and
+compares each run job by job with the artifact simulator's own per-job JCTs
+(``benchmarks/peer/rubick/base-rubick.csv``).
+
+Table 4: the cluster is the paper's testbed (§5.1): 8 nodes x 8 A800, 96 vCPUs and 1,600 GB each;
 restart cost delta = 78 s (paper §7.3) for every policy. The Base trace is the artifact's
 ``workload-base.csv``; BP and MT are derived from it here (seeded) as the paper describes them
 (the artifact does not ship them).
@@ -17,6 +23,8 @@ restart cost delta = 78 s (paper §7.3) for every policy. The Base trace is the 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
 import json
 import logging
 import time
@@ -27,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from slurm_sched.controller import Controller
-from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobView, Node
+from slurm_sched.model import Cluster, ClusterSnapshot, JobSpec, JobView, Node, parse_cluster_spec
 from slurm_sched.perf.rubick.job_info import job_info
 from slurm_sched.perf.rubick.measured import (
     HELD_OUT_DP,
@@ -41,13 +49,16 @@ from slurm_sched.perf.rubick.models import MODELS
 from slurm_sched.perf.rubick.plans import Plan
 from slurm_sched.perf.rubick.predictors import OraclePredictor
 from slurm_sched.perf.rubick.world_speed import RubickProgress, speed_of
+from slurm_sched.policy import registry
 from slurm_sched.policy.base import Policy
 from slurm_sched.policy.rubick import Rubick
 from slurm_sched.policy.rubick.plans import get_best_plan
 from slurm_sched.policy.rubick_baselines import AntManRubick, Sia, Synergy
+from slurm_sched.sim import profile as profiles
 from slurm_sched.sim.backend import SimulatedBackend
 from slurm_sched.sim.clock import SimulatedClock
 from slurm_sched.sim.metrics import compute_metrics
+from slurm_sched.sim.runner import simulate
 from slurm_sched.traces import bundled, read_trace
 
 OUT_DIR = Path("benchmarks/results")
@@ -124,7 +135,7 @@ def make_policy(name: str, trace: str) -> Policy:
     factories: dict[str, Callable[[], Policy]] = {
         "rubick": lambda: Rubick(quotas=quotas),
         "rubick-oracle": lambda: Rubick(predictor="oracle", quotas=quotas),
-        "rubick-past-rule": lambda: Rubick(lock_rule="past", quotas=quotas),
+        "rubick-inclusive-rule": lambda: Rubick(lock_rule="inclusive", quotas=quotas),
         "rubick-e": lambda: Rubick(variant="E", quotas=quotas),
         "rubick-r": lambda: Rubick(variant="R", quotas=quotas),
         "rubick-n": lambda: Rubick(variant="N", quotas=quotas),
@@ -186,7 +197,7 @@ def run_trace(policy_name: str, trace: str) -> dict:
 
 def table4(traces: list[str], policies: list[str] | None) -> dict:
     default = {"base": ["rubick", "sia", "synergy", "rubick-e", "rubick-r", "rubick-n",
-                        "rubick-oracle", "rubick-past-rule"],
+                        "rubick-oracle", "rubick-inclusive-rule"],
                "bp": ["rubick", "sia", "synergy"], "mt": ["rubick", "antman-rubick"]}
     results = {}
     for trace in traces:
@@ -236,6 +247,108 @@ def table4_markdown(results: dict) -> str:
         for name, r in rows.items():
             lines.append(f"| {name} | " + " | ".join(
                 f"{r['avg_jct_h_by_model'].get(m, 0):.2f}" for m in models) + " |")
+    return "\n".join(lines)
+
+
+# ============================================================================ artifact
+PEER_BASE = Path("benchmarks/peer/rubick/base-rubick.csv")
+#: Jobs submitted before this (41 of 406) arrive before the artifact's own stall: no job
+#: completes there from 18,621 s to 24,129 s, while one LLaMA-2-7B job holds the cluster.
+EARLY_S = 16_000.0
+#: One run per row: (label, policy options over the profile's, profile fields replaced); the
+#: first row is the profile itself, every other row changes exactly one thing of it.
+ARTIFACT_RUNS: list[tuple[str, dict[str, object], dict[str, object]]] = [
+    ("rubick-artifact profile", {}, {}),
+    ("work from duration (world rubick)", {}, {"progress_model": "rubick"}),
+    ("first start free", {}, {"start_overhead_s": 0.0}),
+    ("no fixed rounds", {}, {"round_s": None}),
+    ("online refit on", {"online_fit": True}, {}),
+    ("policy delta 78 s", {"restart_cost_s": 78.0}, {}),
+    ("predictor oracle (measured tables)", {"predictor": "oracle"}, {}),
+    ("fit loss with components (the artifact's)", {"predictor": "fitted-components"}, {}),
+    ("lock rule inclusive", {"lock_rule": "inclusive"}, {}),
+    ("slope order ascending", {"slope_order": "ascending"}, {}),
+    ("no stealing", {"steal": False}, {}),
+]
+
+
+def artifact_compare(label: str, options: dict[str, object], fields: dict[str, object],
+                     peer: dict[str, float]) -> dict:
+    """Rubick on Base in the ``rubick-artifact`` profile (with ``fields`` replaced and
+    ``options`` over the profile's), compared job by job with the artifact's JCTs ``peer``."""
+    prof = dataclasses.replace(profiles.get("rubick-artifact"), **fields)
+    assert prof.cluster is not None
+    cluster = parse_cluster_spec(prof.cluster)
+    pol = registry.create("rubick", prof.options_for("rubick", options))
+    t0 = time.perf_counter()
+    res = simulate(base_trace(), cluster, pol, profile=prof)
+    wall = time.perf_counter() - t0
+    ours = {c.spec.job_id: c for c in res.completed}
+    assert set(ours) == set(peer), "job ids differ from the artifact's"
+    rel = {j: (c.jct_s - peer[j]) / peer[j] for j, c in ours.items()}
+    worst = sorted(rel, key=lambda j: -abs(rel[j]))[:10]
+    by_model: dict[str, list[float]] = defaultdict(list)
+    for c in ours.values():
+        by_model[c.spec.model or "?"].append(c.jct_s)
+    return {
+        "label": label, "policy_options": prof.options_for("rubick", options),
+        "profile_changes": fields, "jobs": len(ours),
+        "avg_jct_s": float(np.mean([c.jct_s for c in ours.values()])),
+        "makespan_s": res.metrics.makespan_s,
+        "within_1pct": sum(abs(r) <= 0.01 for r in rel.values()) / len(rel),
+        "within_10pct": sum(abs(r) <= 0.10 for r in rel.values()) / len(rel),
+        "early_jobs": sum(c.spec.submit_time_s < EARLY_S for c in ours.values()),
+        "early_within_1pct": sum(abs(rel[j]) <= 0.01 for j, c in ours.items()
+                                 if c.spec.submit_time_s < EARLY_S),
+        "median_ratio": float(np.median([1 + r for r in rel.values()])),
+        "avg_jct_s_by_model": {k: float(np.mean(v)) for k, v in sorted(by_model.items())},
+        "worst": [{"job": j, "ours_s": ours[j].jct_s, "artifact_s": peer[j],
+                   "ours_start_s": ours[j].first_start_s} for j in worst],
+        "model_refits": getattr(pol.predictor, "refits", None), "wall_s": wall,
+        "per_job": {j: {"ours_s": c.jct_s, "artifact_s": peer[j], "ours_start_s": c.first_start_s,
+                        "preemptions": c.preemptions} for j, c in ours.items()}
+        if not (options or fields) else None,
+    }
+
+
+def artifact() -> dict:
+    peer = {row["job"]: float(row["jct_s"])
+            for row in csv.DictReader(PEER_BASE.open(encoding="utf-8"))}
+    art = {"avg_jct_s": float(np.mean(list(peer.values()))), "jobs": len(peer),
+           "avg_jct_s_by_model": {}}
+    models: dict[str, list[float]] = defaultdict(list)
+    for j, t in peer.items():
+        models[j.rsplit("-", 1)[0]].append(t)
+    art["avg_jct_s_by_model"] = {k: float(np.mean(v)) for k, v in sorted(models.items())}
+    runs = []
+    for label, options, fields in ARTIFACT_RUNS:
+        r = artifact_compare(label, options, fields, peer)
+        runs.append(r)
+        print(f"  {label:36s} avg {r['avg_jct_s']:8.1f} s  makespan {r['makespan_s']:8.0f} s  "
+              f"within 1% {100 * r['within_1pct']:.1f}%  ({r['wall_s']:.0f} s)", flush=True)
+    return {"artifact": art, "runs": runs}
+
+
+def artifact_markdown(res: dict) -> str:
+    a = res["artifact"]
+    lines = ["\n| Run (one change of the profile) | Avg JCT (s) | / artifact | Makespan (s) | "
+             "Jobs within 1% | within 10% | Median JCT ratio | Jobs before 16,000 s within 1% |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines.append(f"| artifact simulator | {a['avg_jct_s']:.1f} | 1 | 58680 | | | | |")
+    for r in res["runs"]:
+        lines.append(f"| {r['label']} | {r['avg_jct_s']:.1f} | "
+                     f"{r['avg_jct_s'] / a['avg_jct_s']:.3f} | {r['makespan_s']:.0f} | "
+                     f"{100 * r['within_1pct']:.1f}% | {100 * r['within_10pct']:.1f}% | "
+                     f"{r['median_ratio']:.3f} | {r['early_within_1pct']} of {r['early_jobs']} |")
+    models = list(a["avg_jct_s_by_model"])
+    lines.append("\nAverage JCT by model (h):\n")
+    lines.append("| Run | " + " | ".join(models) + " |")
+    lines.append("|---|" + "---|" * len(models))
+    lines.append("| artifact simulator | " + " | ".join(
+        f"{a['avg_jct_s_by_model'][m] / 3600:.2f}" for m in models) + " |")
+    for r in res["runs"]:
+        lines.append(f"| {r['label']} | " + " | ".join(
+            f"{r['avg_jct_s_by_model'].get(m, 0) / 3600:.2f}" for m in models) + " |")
     return "\n".join(lines)
 
 
@@ -377,7 +490,8 @@ def fit_markdown(fit: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["all", "fit", "micro", "table4"], default="all")
+    ap.add_argument("--part", choices=["all", "fit", "micro", "table4", "artifact"],
+                    default="all")
     ap.add_argument("--traces", default="base,bp,mt")
     ap.add_argument("--policies", default=None, help="comma list (default: the paper's set)")
     ap.add_argument("--out-dir", default=str(OUT_DIR))
@@ -403,6 +517,11 @@ def main() -> int:
             old.setdefault(trace, {}).update(rows)
         path.write_text(json.dumps(old if pols else res, indent=1))
         md.append("## Table 4\n" + table4_markdown(res))
+    if args.part == "artifact":
+        res_a = artifact()
+        (out / "rubick_artifact.json").write_text(json.dumps(res_a, indent=1))
+        md.append("## Rubick in the rubick-artifact profile vs the artifact simulator (Base)\n"
+                  + artifact_markdown(res_a))
     print("\n\n".join(md))
     return 0
 

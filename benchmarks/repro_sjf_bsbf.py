@@ -13,6 +13,8 @@ Every experiment runs on the 16x4 cluster in the ``sjf-bsbf`` progress model
     $B tables --family calibrated --variant no-memory --policies sjf,tiresias,sjf-ffs,sjf-bsbf
     $B tables --family calibrated --variant packed --policies sjf,tiresias,sjf-ffs,sjf-bsbf
     $B xi-sweep [--no-memory]                  # Fig. 6b
+    $B tables --jobs 240 --ffs-sub-batch full --policies sjf,tiresias,sjf-ffs,sjf-bsbf
+    $B tables --jobs 480 --ffs-sub-batch full --policies sjf,tiresias,sjf-ffs,sjf-bsbf
     $B xi-sweep --ffs-sub-batch full           # Fig. 6b, FFS without gradient accumulation
     $B load-sweep --seeds 4                    # Fig. 6a
     $B pollux-search                           # greedy vs exhaustive allocation search
@@ -168,13 +170,20 @@ def make_world(variant: str) -> SjfBsbfWorld:
     return SjfBsbfWorld(make_interference(variant))
 
 
-def make_policy(name: str, variant: str) -> Policy:
-    """A policy of the comparison; the sharing policies follow the world's variant."""
-    if name in ("sjf-ffs", "sjf-bsbf") and variant in ("analogues", "no-memory"):
-        cls = SjfFfs if name == "sjf-ffs" else SjfBsbf
+def make_policy(name: str, variant: str,
+                ffs_sub_batch: FfsSubBatch = "largest-fitting") -> Policy:
+    """A policy of the comparison; the sharing policies follow the world's variant, and
+    SJF-FFS takes the sub-batch reading ``ffs_sub_batch``."""
+    if name == "sjf-ffs":
         if variant == "analogues":
-            return cls(make_interference(variant))
-        return cls(memory_gb=None)
+            return SjfFfs(make_interference(variant), sub_batch=ffs_sub_batch)
+        if variant == "no-memory":
+            return SjfFfs(memory_gb=None, sub_batch=ffs_sub_batch)
+        return SjfFfs(sub_batch=ffs_sub_batch)
+    if name == "sjf-bsbf" and variant in ("analogues", "no-memory"):
+        if variant == "analogues":
+            return SjfBsbf(make_interference(variant))
+        return SjfBsbf(memory_gb=None)
     return POLICIES[name]()
 
 
@@ -185,19 +194,22 @@ def make_interference(variant: str) -> GavelXi:
 
 
 def tables(family: str, jobs: int, seeds: int, policies: Sequence[str],
-           variant: str = "default") -> dict[str, Any]:
+           variant: str = "default",
+           ffs_sub_batch: FfsSubBatch = "largest-fitting") -> dict[str, Any]:
     per_seed: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     calib = []
     for seed in range(1, seeds + 1):
         specs = workload(family, jobs, seed)
         calib.append(summary(specs))
         for p in policies:
-            per_seed[p].append(run(specs, make_policy(p, variant), make_world(variant)))
+            per_seed[p].append(run(specs, make_policy(p, variant, ffs_sub_batch),
+                                   make_world(variant)))
             print(f"  {family} seed {seed} {p}: {per_seed[p][-1]['avg_jct_h']:.3f} h "
                   f"({per_seed[p][-1]['wall_s']} s)", file=sys.stderr, flush=True)
     keys = [k for k in per_seed[policies[0]][0] if k.endswith("_h")]
     agg = {p: {k: _agg([r[k] for r in rows]) for k in keys} for p, rows in per_seed.items()}
-    return {"family": family, "variant": variant, "jobs_per_workload": len(specs),
+    return {"family": family, "variant": variant, "ffs_sub_batch": ffs_sub_batch,
+            "jobs_per_workload": len(specs),
             "seeds": seeds, "workload_summary": calib, "per_seed": per_seed, "aggregate": agg}
 
 
@@ -363,7 +375,8 @@ def md_tables(data: dict[str, Any]) -> str:
     jobs = data["jobs_per_workload"]
     paper = PAPER.get(jobs) if data["family"] == "calibrated" else PAPER.get(240)
     variant = data.get("variant", "default")
-    lines = [f"Family `{data['family']}` (world variant `{variant}`), {jobs} jobs, "
+    lines = [f"Family `{data['family']}` (world variant `{variant}`, SJF-FFS sub-batch "
+             f"`{data.get('ffs_sub_batch', 'largest-fitting')}`), {jobs} jobs, "
              f"{data['seeds']} workloads: mean (min-max) in hours; paper numbers in brackets.",
              "",
              "| Policy | Avg JCT all | large | small | Avg queue all | large | small |",
@@ -506,7 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-memory", action="store_true", help="xi sweep without memory limit")
     ap.add_argument("--ffs-sub-batch", choices=["largest-fitting", "full"],
                     default="largest-fitting",
-                    help="xi sweep: SJF-FFS's sub-batch reading (full = no accumulation)")
+                    help="xi sweep and tables: SJF-FFS's sub-batch reading (full = no "
+                         "gradient accumulation; results get the suffix _ffs_full)")
     ap.add_argument("--variant", choices=VARIANTS, default="default",
                     help="tables: world variant (Gavel analogues for xi, no memory limit, or "
                          "every placement counted as packed)")
@@ -516,10 +530,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if p not in POLICIES:
             ap.error(f"unknown policy {p!r}; known: {', '.join(POLICIES)}")
     if args.experiment == "tables":
-        data = tables(args.family, args.jobs, args.seeds, policies, args.variant)
+        data = tables(args.family, args.jobs, args.seeds, policies, args.variant,
+                      args.ffs_sub_batch)
         name = f"tables_{args.family}" + (f"_{args.jobs}" if args.family == "calibrated" else "")
         if args.variant != "default":
             name += "_" + args.variant.replace("-", "_")
+        if args.ffs_sub_batch == "full":
+            name += "_ffs_full"
         save(name, {"command": " ".join(sys.argv), **data})
         print(md_tables(data))
     elif args.experiment == "xi-sweep":

@@ -22,7 +22,7 @@ log() { echo "[entrypoint] $*" >&2; }
 
 wait_for_controller() {
   local deadline=$(($(date +%s) + WAIT_S))
-  until [ -f "$CONF" ] && SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep -q UP; do
+  until [ -f "$CONF" ] && SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null; do
     [ "$(date +%s)" -lt "$deadline" ] || { log "no slurmctld after ${WAIT_S}s"; exit 1; }
     sleep 1
   done

@@ -129,7 +129,7 @@ work=$CACHE/build-$upstream
 rm -rf "$work" "$prefix"
 mkdir -p "$work"
 tar -C "$work" -xzf "$tarball"
-srcdir=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+srcdir=$(find "$work" -mindepth 1 -maxdepth 1 -type d -print -quit)
 [ -x "$srcdir/configure" ] || die "no configure script in $tarball"
 # newer compilers (gcc 14 on Debian 13) turn these warnings into errors; older Slurm trips them
 cflags="-O2 -g0 -Wno-error=incompatible-pointer-types -Wno-error=implicit-function-declaration -Wno-error=int-conversion"

@@ -9,8 +9,11 @@
 #   2. the conformance suite on Slurm 24.11 (CONFORMANCE below): the cluster and submit plugin,
 #      every action kind through the backend contract, all policies on 30 jobs, sharing,
 #      suspend/resume/preempt, the lease and fail-open, the fault tests, the service tools and
-#      the advisor on real accounting (slurmdbd), a sweep as a job array with a killed task;
-#      on its own cluster (state dir and ports of its own).
+#      the advisor on real accounting (slurmdbd), a sweep as a job array with a killed task,
+#      admin actions (drain, partition down, hold, cancel, time limit) under the daemon,
+#      slurmctld SIGKILLed mid-cycle (between pin and go, a suspend in flight) under the daemon,
+#      a node crash under the daemon (its jobs requeued or failed, placed around it, placed on
+#      it again once back); on its own cluster (state dir and ports of its own).
 # With arguments, only run 1 with those pytest arguments (e.g. `bash scripts/test.sh tests/unit`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,6 +25,9 @@ CONFORMANCE=(
   tests/integration/test_service_tools.py
   tests/integration/test_advisor_on_slurm.py
   tests/integration/test_sweep_on_slurm.py
+  tests/integration/test_admin_actions.py
+  tests/integration/test_ctld_crash.py
+  tests/integration/test_node_loss.py
 )
 bash scripts/setup.sh
 .venv/bin/python -m ruff check slurm_sched tests benchmarks

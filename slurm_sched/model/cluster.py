@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -79,13 +80,17 @@ class Cluster(BaseModel):
         return self.capacity_by_type.get(gpu_type, 0)
 
 
-_SPEC_PART = re.compile(r"^(?P<n>\d+)x(?P<g>\d+)(?::(?P<type>[A-Za-z0-9_.-]+))?$")
+_SPEC_PART = re.compile(r"^(?P<n>\d+)x(?P<g>\d+)(?::(?P<type>[A-Za-z0-9_.-]+))?"
+                        r"(?:/(?P<cpus>\d+)cpu)?(?:/(?P<mem>\d+(?:\.\d+)?)gb)?$")
 
 
 def parse_cluster_spec(spec: str) -> Cluster:
-    """Parse ``NxG[:type][,NxG[:type]...]``, e.g. ``16x4`` or ``3x8:v100,6x8:p100``.
+    """Parse ``NxG[:type][/Ccpu][/Mgb][,...]``, e.g. ``16x4``, ``3x8:v100,6x8:p100`` or
+    ``8x8:a800/96cpu/1600gb``.
 
     Nodes are named ``<type>-<k>`` (``node-<k>`` without a type), numbered from 1 per type.
+    ``/Ccpu`` and ``/Mgb`` set each node's CPUs and host memory (GB); without them a node has
+    :class:`Node`'s defaults.
 
     Raises:
         ClusterSpecError: naming the bad part and why.
@@ -101,14 +106,23 @@ def parse_cluster_spec(spec: str) -> Cluster:
         m = _SPEC_PART.match(part)
         if not m:
             raise ClusterSpecError(
-                "expected NxG[:type] (e.g. 16x4 or 3x8:v100)", field="cluster", value=part
+                "expected NxG[:type][/Ccpu][/Mgb] (e.g. 16x4, 3x8:v100 or 8x8:a800/96cpu/1600gb)",
+                field="cluster", value=part
             )
         n, g = int(m["n"]), int(m["g"])
         if n < 1 or g < 1:
             raise ClusterSpecError("node and GPU counts must be >= 1", field="cluster", value=part)
         gpu_type = m["type"] or DEFAULT_GPU_TYPE
         prefix = m["type"] or "node"
+        extra: dict[str, Any] = {}
+        if m["cpus"]:
+            extra["cpus"] = int(m["cpus"])
+        if m["mem"]:
+            extra["mem_gb"] = float(m["mem"])
+        if extra.get("cpus") == 0 or extra.get("mem_gb") == 0:
+            raise ClusterSpecError("CPUs and memory must be > 0", field="cluster", value=part)
         for _ in range(n):
             counters[prefix] = counters.get(prefix, 0) + 1
-            nodes.append(Node(name=f"{prefix}-{counters[prefix]}", num_gpus=g, gpu_type=gpu_type))
+            nodes.append(Node(name=f"{prefix}-{counters[prefix]}", num_gpus=g, gpu_type=gpu_type,
+                              **extra))
     return Cluster(nodes=tuple(nodes))

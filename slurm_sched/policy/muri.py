@@ -50,8 +50,11 @@ Deviations (documented in ``docs/reproductions/muri.md``):
   except that new members may join running members whose slots already fit the target layout.
 - When nothing would be (re)started, no job is preempted just to idle GPUs (as SRTF), unless it
   shares GPUs with a job that stays.
-- Merge order within a round: descending gamma (the spec's recommendation; the artifact's
-  intended sort is discarded, so it merges in bucket and node order).
+- Merge order within a round: descending gamma by default (the spec's recommendation). The
+  artifact's intended sort is discarded, so it merges whole buckets in turn and, inside a
+  bucket, pairs by first node in priority order: ``merge_order="bucket"``, which brings trace 3
+  closer to the artifact's per-job output (``benchmarks/crosscheck.py``; numbers in
+  ``docs/reproductions/muri.md``).
 """
 
 from __future__ import annotations
@@ -59,9 +62,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import networkx as nx
 import numpy as np
@@ -93,6 +97,7 @@ from slurm_sched.policy.solver_output import silenced_stdout
 
 Grouping = Literal["blossom", "consecutive"]
 PlacementOrder = Literal["gpus-desc", "priority"]
+MergeOrder = Literal["gamma", "bucket"]
 BucketKey = tuple[int, str | None, int]  # (GPUs, GPU type, profile length; 0 = no profile)
 PrioKey = tuple[float, float, str]
 HomeKey = tuple[tuple[str, tuple[int, ...]], ...]  # a placement as plain tuples (cheap hash)
@@ -195,6 +200,7 @@ def typed_max_weight_pairs(
     weight: Callable[[Hashable, Hashable], float | None],
     homes: Sequence[Hashable | None] | None = None,
     cache: dict[object, list[tuple[int, int, float, int]] | None] | None = None,
+    order: Callable[[int], Any] | None = None,
 ) -> list[tuple[int, int, float]] | None:
     """Maximum-weight matching when nodes of one type are interchangeable.
 
@@ -203,8 +209,9 @@ def typed_max_weight_pairs(
     types: integer pair counts ``x_ab`` with ``sum_b x_ab + 2 x_aa <= count_a``, maximising
     ``sum w_ab x_ab``; it is solved exactly (HiGHS MILP, zero gap) on T(T+1)/2 variables
     instead of Blossom's O(n^3) on n nodes, and has the same optimum weight. Concrete nodes are
-    then taken in index order (callers pass them in priority order), node pairs with the same
-    non-None ``homes`` entry (jobs already running together) first. Returns ``(u, v, w)`` with
+    then taken in index order (callers pass them in priority order), or by ``order(i)`` when
+    given, node pairs with the same non-None ``homes`` entry (jobs already running together)
+    first. Returns ``(u, v, w)`` with
     ``u < v`` sorted by ``u``, or None if the solver fails (callers fall back to Blossom).
     ``cache`` (one per weight function) memoises the type-level solution by type counts.
     Types must be mutually comparable (they are sorted for a canonical order).
@@ -236,7 +243,7 @@ def typed_max_weight_pairs(
             cache[key] = solved
     if solved is None:
         return None
-    free = {t: list(kinds[t]) for t in names}
+    free = {t: sorted(kinds[t], key=order) if order is not None else kinds[t] for t in names}
     used: set[int] = set()
     out: list[tuple[int, int, float]] = []
     for a, b, w, x in solved:
@@ -431,6 +438,12 @@ class Muri(Policy):
             ``[4i .. 4i+3]`` of a bucket in priority order).
         merge_all: merge every matched pair (paper-literal) instead of only while the demand
             exceeds the cluster (artifact).
+        merge_order: the order in which a round's matched pairs are merged while the demand
+            exceeds the cluster. "gamma" (the spec's recommendation A4): descending gamma, then
+            fewer GPUs, then higher priority. "bucket" (the artifact's effective order, spec
+            A4: its intended sort by gamma is discarded): whole buckets one after another, in
+            the order their best job appears in the priority order, and inside a bucket the
+            pairs by their first node in priority order, so the best jobs are grouped first.
         autopack: split groups slower than their members run one after another.
         placement_order: "gpus-desc" (artifact) or "priority" (new groups placed best first).
         window: most nodes per Blossom matching; bigger buckets use the exact typed solver
@@ -439,6 +452,10 @@ class Muri(Policy):
         max_types: most distinct node types for the typed solver.
         interval_s: 0 = event-driven; > 0 = also reschedule every ``interval_s`` (testbed 360).
         weight_lbd: an edge needs gamma > weight_lbd * (jobs merged) / 4.
+        match_seed: None = among equally good matchings, the one found with the nodes in
+            job-id order (Blossom) or priority order (typed solver). An integer (a diagnosis)
+            orders the nodes by a hash of it and the job id instead, which picks another of
+            the equally good matchings: how much a result depends on that choice.
         model: the stage-time model (calibration, superset layouts).
     """
 
@@ -457,12 +474,14 @@ class Muri(Policy):
         ordering: Literal["best", "worst"] = "best",
         grouping: Grouping = "blossom",
         merge_all: bool = False,
+        merge_order: MergeOrder = "gamma",
         autopack: bool = True,
         placement_order: PlacementOrder = "gpus-desc",
         window: int | None = 32,
         max_types: int = 64,
         interval_s: float = 0.0,
         weight_lbd: float = 0.0,
+        match_seed: int | None = None,
         model: StageModel | None = None,
     ) -> None:
         if not 1 <= packing_num <= 8:
@@ -480,13 +499,17 @@ class Muri(Policy):
         self.packing_num = packing_num
         self.worst = ordering == "worst"
         self.grouping = grouping
+        if merge_order not in ("gamma", "bucket"):
+            raise ValueError(f"merge_order must be 'gamma' or 'bucket', got {merge_order!r}")
         self.merge_all = merge_all
+        self.merge_order = merge_order
         self.autopack = autopack
         self.placement_order = placement_order
         self.window = window
         self.max_types = max_types
         self.interval_s = interval_s
         self.weight_lbd = weight_lbd
+        self.match_seed = match_seed
         self.model = model or StageModel()
         self._next_group = 0
         self.gate = EventGate(interval_s)
@@ -595,19 +618,28 @@ class Muri(Policy):
         for _ in range(self.packing_num):
             if demand <= capacity and not self.merge_all:
                 break
-            proposals: list[tuple[float, int, PrioKey, BucketKey, int, int]] = []
-            for b, gs in nodes.items():
+            proposals: list[tuple[tuple[Any, ...], float, int, BucketKey, int, int]] = []
+            for rank, (b, gs) in enumerate(nodes.items()):
                 limit = self._slot_size(b)
                 if limit < 2 or len(gs) < 2:
                     continue
                 for u, v, w in self._match(gs, limit):
-                    proposals.append((-w, b[0], min(gs[u].key, gs[v].key), b, u, v))
+                    order: tuple[Any, ...]
+                    if self.merge_order == "gamma":
+                        order = (-w, b[0], min(gs[u].key, gs[v].key), b, u, v)
+                    else:
+                        # buckets are in the order their best job appears in the priority
+                        # order, and gs is in priority order; the merged node lists the
+                        # higher-priority node's members first
+                        u, v = min(u, v), max(u, v)
+                        order = (rank, u, v)
+                    proposals.append((order, -w, b[0], b, u, v))
             if not proposals:
                 break
-            proposals.sort()
+            proposals.sort(key=lambda p: p[0])
             merged: dict[BucketKey, set[int]] = {}
             fused: dict[BucketKey, list[_Group]] = {}
-            for neg_w, g, _k, b, u, v in proposals:
+            for _order, neg_w, g, b, u, v in proposals:
                 if demand <= capacity and not self.merge_all:
                     break
                 gs = nodes[b]
@@ -645,14 +677,17 @@ class Muri(Policy):
                     pa, pb = cast(tuple[Profile, ...], a), cast(tuple[Profile, ...], b)
                     return _gamma_edge(model, list(pa) + list(pb), limit, worst, lbd)
 
-                got = typed_max_weight_pairs(sigs, type_weight, [_common_home(g) for g in gs],
-                                             cache=self._typed_cache.setdefault(limit, {}))
+                got = typed_max_weight_pairs(
+                    sigs, type_weight, [_common_home(g) for g in gs],
+                    cache=self._typed_cache.setdefault(limit, {}),
+                    order=None if self.match_seed is None
+                    else lambda i: self._node_key(gs[i]),
+                )
                 if got is not None:
                     return got
         out: list[tuple[int, int, float]] = []
         for start in range(0, n, size):
-            canon = sorted(range(start, min(n, start + size)),
-                           key=lambda i: gs[i].members[0].job_id)
+            canon = sorted(range(start, min(n, start + size)), key=lambda i: self._node_key(gs[i]))
             key = (limit, tuple(
                 (tuple(c.job_id for c in gs[i].members), _common_home(gs[i])) for i in canon
             ))
@@ -664,6 +699,13 @@ class Muri(Policy):
                 self._match_cache[key] = hit
             out.extend((canon[a], canon[b], w) for a, b, w in hit)
         return out
+
+    def _node_key(self, g: _Group) -> tuple[int, str]:
+        """A matching node's place in the insertion order (see ``match_seed``)."""
+        jid = g.members[0].job_id
+        if self.match_seed is None:
+            return (0, jid)
+        return (zlib.crc32(f"{self.match_seed}/{jid}".encode()), jid)
 
     def _edge(self, gs: list[_Group], limit: int) -> Callable[[int, int], float | None]:
         model, worst, lbd = self.model, self.worst, self.weight_lbd

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+from slurm_sched import native
 from slurm_sched.errors import InputError, UnknownPolicyError
 from slurm_sched.policy.base import Policy
 
@@ -70,9 +71,10 @@ def option_names(factory: PolicyFactory) -> tuple[str, ...]:
     those the variant fixes (:func:`fixed_option_names`).
 
     A class whose ``__init__`` passes ``**kwargs`` on to its base class also takes the base
-    class's options (after its own)."""
+    class's options (after its own). A class of the compiled core (mypyc keeps no signature)
+    takes those of its pure-Python twin (:func:`slurm_sched.native.source_module`)."""
     try:
-        params = list(inspect.signature(factory).parameters.values())
+        params = list(inspect.signature(_signature_source(factory)).parameters.values())
     except (TypeError, ValueError):  # builtins without a signature take no options
         return ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -84,6 +86,18 @@ def option_names(factory: PolicyFactory) -> tuple[str, ...]:
         if base is not object:
             names += [n for n in option_names(base) if n not in names and n not in fixed]
     return tuple(names)
+
+
+def _signature_source(factory: PolicyFactory) -> PolicyFactory:
+    """``factory``, or for a class of a compiled module its pure-Python twin (same keywords)."""
+    cls = factory.func if isinstance(factory, functools.partial) else factory
+    module = inspect.getmodule(cls)
+    if not (isinstance(cls, type) and module is not None and native.is_compiled(module)):
+        return factory
+    twin = getattr(native.source_module(module.__name__), cls.__name__)
+    if isinstance(factory, functools.partial):
+        return functools.partial(twin, *factory.args, **factory.keywords)
+    return twin  # type: ignore[no-any-return]
 
 
 #: Every built-in policy: name -> the module whose ``POLICIES`` declares it, in listing order.

@@ -15,13 +15,29 @@ the Gavel-style simulation of it in the Muri artifact (``themis_sim_jobs``), spe
   ``sum g_i x_i(t)`` fits. (The artifact solves the same min-max with cvxpy/ECOS; its optimum
   is not unique for jobs below the max, and we take the least allocation that reaches it.)
 - Order: ``x_i / executed_i`` descending (``x_i * 1e9`` for a job that never ran), ties by the
-  deficit ``time it should have received - executed`` and by ``x_i``; the jobs that fit by GPU
-  count run, the others are preempted (``preemptive_in_order``, consolidated placement).
+  deficit ``time it should have received - executed``, by ``x_i``, then by submit time and
+  arrival order; the jobs that fit by GPU count run, the others are preempted
+  (``preemptive_in_order``, consolidated placement).
 
 It knows each job's remaining iterations, so it is clairvoyant (spec AMBIGUITY: the paper lists
 it among the duration-unaware baselines). ``artifact_iso_bug=True`` reproduces the artifact's
 isolated-throughput bug (Muri issue #3: the share is not multiplied by the job's throughput),
 which scales job i's ``rho_i`` by its iteration time in seconds.
+
+Options (defaults = the spec's reading; each changes one rule, for cross-checks against the
+artifact's published averages, ``benchmarks/crosscheck.py --policies themis -o KEY=VALUE``):
+
+- ``never_run``: ``"spec"`` (``x * 1e9``, a job that never ran outranks every job that
+  has), ``"executed1"`` (executed time floored at 1 s, see :func:`rank_value`) or ``"stale"``
+  (the "spec" rule on the executed time as of the previous plan, so a job started at the last
+  plan still counts as never run);
+- ``order_by``: ``"rounds"`` (spec: ``x / executed``), ``"x"`` (the allocation alone) or
+  ``"age"`` (``x / (now - submit)``);
+- ``lease_s``: a running job keeps its GPUs until it has run ``lease_s`` since its (re)start
+  (0 = the spec: every plan may preempt it);
+- ``optimum``: which point of a non-unique min-max optimum is used, ``"least"`` (the least
+  allocation reaching the level) or ``"centre"`` (the analytic centre of the optimal face,
+  where an interior-point solver such as ECOS ends; :func:`centre_allocation`).
 
 Like the artifact it re-plans at arrivals and completions only (``EventGate``): its priority
 (rounds received per executed second) crosses continuously, and re-planning at every other
@@ -80,14 +96,108 @@ def min_max_allocation(
     return alloc(hi)
 
 
+def rank_value(x: float, executed_s: float, never_run: str = "spec",
+               order_by: str = "rounds", age_s: float = 0.0) -> float:
+    """A job's priority (higher runs first) from its allocation ``x`` and executed seconds.
+
+    ``order_by="rounds"`` (spec section 3): ``x / executed``. A job that never ran gets
+    ``x * 1e9`` with ``never_run="spec"`` (spec), so it ranks above every job that has run;
+    with ``never_run="executed1"`` its executed time counts as 1 s (and so does any shorter
+    one), so it competes on ``x`` with the running jobs. ``order_by="x"``: ``x`` alone;
+    ``order_by="age"``: ``x / age`` (the time since submission in place of the executed time,
+    pending included; the never-run rule applies to a job of age 0).
+    """
+    if order_by == "x":
+        return x
+    if order_by == "age":
+        executed_s = age_s
+    if never_run == "executed1":
+        return x / max(executed_s, 1.0)
+    return x * 1e9 if executed_s <= 0 else x / executed_s
+
+
+def centre_allocation(
+    gpus: np.ndarray, least: np.ndarray, capacity: float
+) -> np.ndarray:
+    """The analytic centre of ``{least_i <= x_i <= 1, sum_i gpus_i x_i <= capacity}``: the
+    point maximising ``sum_i [log(x_i - least_i) + log(1 - x_i)] + log(capacity - sum g x)``
+    over the jobs with ``least_i < 1`` (a job with ``least_i`` = 0 or 1 keeps it).
+
+    This is where a primal-dual interior-point solver (the artifact's cvxpy/ECOS) ends when the
+    min-max optimum is not unique: inside the optimal face, not at its lowest corner. When
+    ``least`` already fills the capacity the face is the point ``least`` and it is returned.
+    """
+    free = (least > 0) & (least < 1)
+    room = capacity - float(gpus @ least)
+    if not free.any() or room <= 1e-9 * max(capacity, 1.0):
+        return least.copy()
+    m = least[free]
+    g = gpus[free]
+    w = 1.0 - m
+
+    def x_at(mu: float) -> np.ndarray:
+        # stationarity per job: 1/(x - m) - 1/(1 - x) = g * mu; the root with x - m <= w / 2
+        c = g * mu
+        b = c * w + 2.0
+        a = np.where(c > 1e-15, (b - np.sqrt(np.maximum(b * b - 4.0 * c * w, 0.0)))
+                     / np.maximum(2.0 * c, 1e-300), w / 2.0)
+        return m + a
+
+    base = float(gpus[~free] @ least[~free])
+
+    def h(mu: float) -> float:
+        return mu * (capacity - base - float(g @ x_at(mu))) - 1.0
+
+    lo, hi = 0.0, 1.0
+    while h(hi) < 0:
+        hi *= 2.0
+        if hi > 1e300:
+            break
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if h(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    out = least.copy()
+    out[free] = x_at(hi)
+    return out
+
+
 class Themis(Policy):
     name = "themis"
     paper = "Mahajan et al., NSDI'20 (finish-time fairness), as simulated by Muri"
     summary = "finish-time-fairness min-max allocation, rounds to the furthest-behind jobs"
     clairvoyant = True
 
-    def __init__(self, artifact_iso_bug: bool = False) -> None:
+    def __init__(
+        self,
+        artifact_iso_bug: bool = False,
+        never_run: str = "spec",
+        lease_s: float = 0.0,
+        order_by: str = "rounds",
+        optimum: str = "least",
+    ) -> None:
+        if optimum not in ("least", "centre"):
+            raise ValueError(f"optimum must be 'least' or 'centre', got {optimum!r}")
+        self.optimum = optimum
+        if never_run not in ("spec", "executed1", "stale"):
+            raise ValueError(
+                f"never_run must be 'spec', 'executed1' or 'stale', got {never_run!r}")
+        if order_by not in ("rounds", "x", "age"):
+            raise ValueError(f"order_by must be 'rounds', 'x' or 'age', got {order_by!r}")
+        if lease_s < 0:
+            raise ValueError(f"lease_s must be >= 0, got {lease_s}")
         self.artifact_iso_bug = artifact_iso_bug
+        self.never_run = never_run
+        self.lease_s = float(lease_s)
+        self.order_by = order_by
+        # start of each running job's current run, as seen at plans (for the lease)
+        self._run_since: dict[str, float] = {}
+        # executed seconds as of the previous plan (never_run="stale")
+        self._exec_prev: dict[str, float] = {}
         self.gate = EventGate()
         # Learned state per job: isolated time of the work done, work at the last event, its
         # isolated share then, time it should have received.
@@ -131,6 +241,8 @@ class Themis(Policy):
                 scale[i] = j.spec.iteration_time_s
         denom = np.maximum(denom / scale, 1e-12)
         x = min_max_allocation(gpus, age, rem, denom, float(total))
+        if self.optimum == "centre":
+            x = centre_allocation(gpus, x, float(total))
         elapsed = 0.0 if self._last_event_s is None else now_s - self._last_event_s
         self._last_event_s = now_s
         keyed = []
@@ -141,23 +253,39 @@ class Themis(Policy):
             deficit = should - executed
             self._should_s[jid] = should + float(x[i]) * elapsed
             xi = float(x[i])
-            val = xi * 1e9 if executed <= 0 else xi / executed
-            keyed.append((-val, -deficit, -xi, j.spec.submit_time_s, jid, j))
+            if self.never_run == "stale":
+                seen = self._exec_prev.get(jid, 0.0)
+                self._exec_prev[jid] = executed
+                val = rank_value(xi, seen, "spec", self.order_by, float(age[i]))
+            else:
+                val = rank_value(xi, executed, self.never_run, self.order_by, float(age[i]))
+            leased = 0
+            if j.state is not JobState.PENDING:
+                since = self._run_since.setdefault(jid, now_s)
+                leased = -1 if now_s < since + self.lease_s - 1e-9 else 0
+            else:
+                self._run_since.pop(jid, None)
+            # last tie-break: arrival order (the snapshot's), not the id as a string
+            keyed.append((leased, -val, -deficit, -xi, j.spec.submit_time_s, i, j))
         self._forget(snapshot)
         if not snapshot.pending:
             return []
-        keyed.sort(key=lambda k: k[:5])
-        order = [k[5] for k in keyed]
+        keyed.sort(key=lambda k: k[:6])
+        order = [k[6] for k in keyed]
         actions = preemptive_in_order(
             snapshot, order, packer=pack_consolidated, reason="themis: furthest from fair share"
         )
+        for a in actions:
+            if a.kind == "start":
+                self._run_since[a.job_id] = now_s
         self.gate.expect(actions)
         return actions
 
     def _forget(self, snapshot: ClusterSnapshot) -> None:
         if len(self._cum_iso_s) > 2 * len(snapshot.jobs) + 1024:
             active = snapshot.by_id
-            for d in (self._cum_iso_s, self._last_work_s, self._last_alloc, self._should_s):
+            for d in (self._cum_iso_s, self._last_work_s, self._last_alloc, self._should_s,
+                      self._run_since, self._exec_prev):
                 for jid in [k for k in d if k not in active]:
                     del d[jid]
 

@@ -138,6 +138,13 @@ class ServiceConfig(BaseSettings):
     transport: Literal["cli", "pyslurm"] = "cli"
     #: A pinned job not running after this long gets its lease back (GPUs not free after all).
     start_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    #: How long the node list (sinfo) is reused: a node drained or set down is seen, and taken
+    #: out of the policy's view, at most this long after the change. A start pinned there
+    #: meanwhile is not carried out by Slurm and gets its lease back after start_timeout_s.
+    #: A node Slurm marks DOWN under running jobs (a crash: its jobs are requeued or end
+    #: NODE_FAIL) is seen in the same cycle as that job change, and the node list is read with
+    #: every cycle while shard jobs run.
+    node_refresh_s: float = Field(default=30.0, gt=0, le=3600)
     #: Jobs per GPU (>1 needs gres/shard); None: 2 for a policy that shares GPUs, else 1.
     max_jobs_per_gpu: int | None = Field(default=None, ge=1, le=64)
     safety: SafetyConfig = SafetyConfig()

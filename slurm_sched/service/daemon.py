@@ -12,7 +12,9 @@ One process: ``Controller(SlurmBackend, SafePolicy(policy), WallClock)`` cycling
   ``max_internal_errors`` unexpected exceptions in a row end the process (exit 1, so systemd
   restarts it);
 - the **decision log** (one JSON line per action with its reason and Slurm commands, per safety
-  refusal, and per daemon event) and **Prometheus metrics** on ``/metrics``;
+  refusal, per daemon event, and per change an operator or Slurm made that the backend noticed:
+  a node drained or back, a job held or released, a start Slurm did not carry out, a changed
+  time limit, a job's end) and **Prometheus metrics** on ``/metrics``;
 - **systemd**: ``READY=1`` after the reconciliation, ``WATCHDOG=1`` after every cycle and while
   waiting, ``STATUS=``, ``STOPPING=1``;
 - **signals**: SIGTERM/SIGINT finish the cycle in flight and exit 0, leaving the jobs as they
@@ -203,6 +205,7 @@ class Daemon:
             settings_dir=config.job_settings_dir,
             max_jobs_per_gpu=per_gpu,
             start_timeout_s=config.start_timeout_s,
+            sinfo_refresh_s=config.node_refresh_s,
             lease_s=config.lease_s,
             dry_run=config.dry_run,
         )
@@ -327,6 +330,7 @@ class Daemon:
             if self.decisions is not None:
                 self.decisions.event(time.time(), "reconcile", dry_run=self.dry_run,
                                      **report.as_dict())
+            self._log_notices(time.time())
             self._log_dry_commands()
             return True
         return False
@@ -395,7 +399,15 @@ class Daemon:
                 dry_run=self.dry_run,
             )
 
+    def _log_notices(self, now_s: float) -> None:
+        """The backend's notices (an operator's hold or release, a node drained or back, a start
+        Slurm did not carry out, a changed time limit, a job's end) as decision-log events."""
+        for name, fields in self.backend.take_notices():
+            if self.decisions is not None:
+                self.decisions.event(now_s, name, **fields)
+
     def _after_cycle(self, now_s: float, results: list[ActionResult], latency_s: float) -> None:
+        self._log_notices(now_s)
         self.metrics.observe_cycle(latency_s, results)
         snap = self.backend.last_snapshot
         if snap is not None:

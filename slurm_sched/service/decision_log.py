@@ -5,9 +5,12 @@ Each line: ``{"t": <unix s>, "cycle": n, "policy": ..., "kind": ..., "job_id": .
 ``"commands": [...]`` (the Slurm command lines of the action) when known and ``"dry_run": true``
 in shadow mode (nothing was run). An action the safety limits dropped is a line with
 ``"refused": true`` and the limit's reason in ``"error"``. Other daemon events (start-up
-reconciliation, shadow-mode summaries, reloads) are lines with ``"event": <name>`` and their own
-fields. The file is opened in append mode and flushed per cycle, so a crash loses at most the
-cycle in flight.
+reconciliation, shadow-mode summaries, reloads, and what the Slurm backend noticed an operator or
+Slurm change: ``node_unavailable``/``node_available``, ``admin_hold``/``admin_release``,
+``start_taken_back``, ``start_lost``, ``time_limit``, ``job_end``; see
+``SlurmBackend.take_notices``) are lines
+with ``"event": <name>`` and their own fields. The file is opened in append mode and flushed per
+cycle, so a crash loses at most the cycle in flight.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class DecisionLog:
             self._write(line)
         self._f.flush()
 
-    def event(self, now_s: float, name: str, **fields: Any) -> None:
+    def event(self, now_s: float, name: str, /, **fields: Any) -> None:
         """Append one event line (``{"t", "cycle", "policy", "event": name, **fields}``)."""
         if self._f is None:
             return

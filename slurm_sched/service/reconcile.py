@@ -8,8 +8,9 @@ into a state the policy can decide from, and no job is left waiting for a schedu
 - **resume** every suspended managed job: it was suspended by a decision that died with the old
   daemon (the policy may suspend it again);
 - **release** managed jobs that are held (priority 0: an older plugin's submit hold, an older
-  daemon's ``requeuehold``, a stray ``scontrol hold``) under a fresh lease, so Slurm still does not
-  start them before the policy decides;
+  daemon's ``requeuehold``, a failed launch) under a fresh lease, so Slurm still does not start
+  them before the policy decides. An operator's ``scontrol hold`` (``JobHeldAdmin``) stays: such
+  a job is left out of the policy's view and keeps its lease until the operator releases it;
 - give every other pending managed job a **fresh lease** (``StartTime=now+lease_s``): jobs the old
   daemon had pinned but Slurm had not started yet go back to the queue.
 

@@ -14,13 +14,17 @@ are the shared ones of :mod:`slurm_sched.backend.placement_check`):
 - a job's GPUs must be of its required type, exist on the named nodes, and (except for
   ``Reconfigure``) number exactly what the job asked for: gangs start whole;
 - a job restarted after a preemption, migration or reconfiguration makes no progress for
-  ``restart_overhead_s``.
+  ``restart_overhead_s``; a job's first start makes none for ``start_overhead_s`` (0 by
+  default);
+- with ``event_overhead`` (off by default; the Muri artifact's accounting), every running job
+  loses its overhead of progress at every scheduling event, restarted or not (see
+  :meth:`SimulatedBackend.scheduling_point`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from slurm_sched.backend import ActionRejected, ClusterBackend, require
 from slurm_sched.backend.idempotent_apply import apply_idempotent
@@ -62,6 +66,14 @@ class SimulatedBackend(ClusterBackend):
         progress: the progress model (rates); identity by default.
         restart_overhead_s: dead time after a restart (preempt/migrate/reconfigure).
         max_jobs_per_gpu: sharing capacity C of one GPU.
+        start_overhead_s: dead time at a job's first start (0: none).
+        event_overhead: ``None`` (default): off. Else the overhead (s) of one job; then every
+            job that runs through a scheduling event loses that much of its progress there
+            (a member of an interleaving group, ``settings.group_id``, the sum over the running
+            members of its group), clamped to the time it ran since its previous event or
+            start; superseded completion estimates are dropped instead of waking the clock
+            (the event-driven simulators this models have none). See
+            :meth:`scheduling_point`.
     """
 
     def __init__(
@@ -71,15 +83,25 @@ class SimulatedBackend(ClusterBackend):
         progress: ProgressModel | None = None,
         restart_overhead_s: float = 30.0,
         max_jobs_per_gpu: int = 2,
+        start_overhead_s: float = 0.0,
+        event_overhead: Callable[[JobSpec], float] | None = None,
     ) -> None:
         if restart_overhead_s < 0:
             raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s}")
+        if start_overhead_s < 0:
+            raise ValueError(f"start_overhead_s must be >= 0, got {start_overhead_s}")
         if max_jobs_per_gpu < 1:
             raise ValueError(f"max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
         self.cluster = cluster
         self.progress = progress or ProgressModel()
         self.restart_overhead_s = restart_overhead_s
+        self.start_overhead_s = start_overhead_s
         self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.event_overhead = event_overhead
+        # event_overhead only: a real event (arrival, completion) was handled since the last
+        # scheduling point; each running job's (time, work done) at its previous event or start
+        self._event_seen = False
+        self._marks: dict[str, tuple[float, float]] = {}
         self.now_s = 0.0
         self._events = EventQueue()
         self._specs: dict[str, JobSpec] = {}
@@ -226,6 +248,12 @@ class SimulatedBackend(ClusterBackend):
 
     # ------------------------------------------------------------------ clock
     def next_event_s(self) -> float | None:
+        if self.event_overhead is not None:
+            # superseded completion estimates are no events there: drop them
+            while (ev := self._events.peek()) is not None and (
+                ev.kind is EventKind.COMPLETION and self._version.get(ev.job_id) != ev.version
+            ):
+                self._events.pop()
         return self._events.peek_time()
 
     def advance_to(self, t_s: float) -> None:
@@ -237,9 +265,53 @@ class SimulatedBackend(ClusterBackend):
             self._set_now(ev.time_s)
             if ev.kind is EventKind.ARRIVAL:
                 self._arrive(ev.job_id)
+                self._event_seen = True
             elif ev.kind is EventKind.COMPLETION and self._version.get(ev.job_id) == ev.version:
                 self._complete(ev.job_id)
+                self._event_seen = True
         self._set_now(t_s)
+
+    def scheduling_point(self, *, timer: bool) -> None:
+        """The clock stopped here for the scheduler; ``timer``: at the policy's own timer.
+
+        With ``event_overhead``, a stop on an arrival, a completion or the policy's timer is a
+        scheduling event: every running job gives back ``min(overhead, time since its previous
+        event or start)`` of its progress (a group member: the sum of its running group's
+        overheads), and its completion moves accordingly. A job completing here is not charged
+        (it is gone); one starting here is charged from its next event on. Without
+        ``event_overhead`` this does nothing.
+        """
+        if self.event_overhead is None or not (self._event_seen or timer):
+            return
+        self._event_seen = False
+        now = self.now_s
+        running = [v for v in self._views.values() if v.state is JobState.RUNNING]
+        own = {v.job_id: self.event_overhead(v.spec) for v in running}
+        groups: dict[str, float] = {}
+        for v in running:
+            gid = v.settings.group_id
+            if gid is not None:
+                groups[gid] = groups.get(gid, 0.0) + own[v.job_id]
+        for v in running:
+            jid = v.job_id
+            gid = v.settings.group_id
+            overhead = groups[gid] if gid is not None else own[jid]
+            mark_t, mark_work = self._marks.get(jid, (now, v.work_done_s))
+            work = v.work_done_at(now)
+            loss = min(v.rate * min(overhead, now - mark_t), work - mark_work)
+            if loss > 0 and work < v.spec.duration_s:
+                nv = v.model_copy(update={
+                    "work_done_s": work - loss,
+                    "executed_s": v.executed_at(now),
+                    "accounted_at_s": now,
+                })
+                self._store(nv)
+                begin = max(now, nv.stall_until_s)
+                finish = begin + (nv.spec.duration_s - nv.work_done_s) / nv.rate
+                self._events.push(Event(finish, EventKind.COMPLETION, jid, self._version[jid]))
+                self._scheduled[jid] = self._version[jid]
+                work -= loss
+            self._marks[jid] = (now, work)
 
     def _set_now(self, t_s: float) -> None:
         if t_s > self.now_s:
@@ -274,6 +346,7 @@ class SimulatedBackend(ClusterBackend):
         self._pending_ids.discard(job_id)
         del self._version[job_id]
         self._scheduled.pop(job_id, None)
+        self._marks.pop(job_id, None)
         self._completed.append(
             CompletedJob(
                 spec=v.spec,
@@ -422,12 +495,15 @@ class SimulatedBackend(ClusterBackend):
                 "settings": settings,
                 "first_start_s": v.first_start_s if v.first_start_s is not None else now,
                 "accounted_at_s": now,
-                "stall_until_s": now + self.restart_overhead_s if restarted else now,
+                "stall_until_s": now + (self.restart_overhead_s if restarted
+                                        else self.start_overhead_s),
                 "rate": 0.0,  # set by _refresh_rates
             }
         )
         self._store(nv)
         self._take_slots(nv)
+        if self.event_overhead is not None:
+            self._marks[nv.job_id] = (now, nv.work_done_s)
         return nv
 
     def _set_state(self, v: JobView, state: JobState) -> JobView:

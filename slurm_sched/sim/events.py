@@ -41,6 +41,10 @@ class EventQueue:
     def peek_time(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
+    def peek(self) -> Event | None:
+        """The next event, left in the queue (``None`` when empty)."""
+        return self._heap[0][3] if self._heap else None
+
     def pop(self) -> Event:
         return heapq.heappop(self._heap)[3]
 

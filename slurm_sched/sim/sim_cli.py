@@ -19,6 +19,7 @@ from slurm_sched.errors import InputError
 from slurm_sched.model import Cluster, JobSpec, parse_cluster_spec
 from slurm_sched.perf import registry as perf_registry
 from slurm_sched.policy import registry
+from slurm_sched.sim import profile as profiles
 from slurm_sched.sim.report import format_table, plot_jct_cdf, to_json
 from slurm_sched.sim.runner import SimulationResult
 from slurm_sched.sim.runner import simulate as simulate_run
@@ -86,9 +87,14 @@ common_sim_options: list[Callable[[F], F]] = [
     click.option("--trace-format", "trace_format", default=None,
                  help="Trace format (default: detected from the header)."),
     click.option("--cluster", "cluster", required=True, callback=_cluster,
-                 help="Cluster NxG[:type][,NxG[:type]...], e.g. 16x4 or 3x8:v100,6x8:p100."),
-    click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=30.0,
-                 show_default=True, help="Dead time after a job restarts (preempt/migrate)."),
+                 help="Cluster NxG[:type][/Ccpu][/Mgb][,...], e.g. 16x4, 3x8:v100,6x8:p100 or "
+                      "8x8:a800/96cpu/1600gb (CPUs and GB per node; default 32 and 256)."),
+    click.option("--restart-overhead-s", type=click.FloatRange(min=0), default=None,
+                 help="Dead time after a job restarts (preempt/migrate); default: the "
+                      "profile's, else 30."),
+    click.option("--profile", "profile", default="default", show_default=True,
+                 help="Simulation profile: our realistic 'default', or an authors' simulator's "
+                      "assumptions (`slurm-sched policies --profiles` lists them)."),
     click.option("--limit", type=click.IntRange(min=1), default=None,
                  help="Use only the first N jobs of the trace."),
     click.option("--progress-model", "progress_model", default=None,
@@ -132,8 +138,12 @@ def parse_policy_options(items: tuple[str, ...], names: list[str]) -> dict[str, 
     return per_policy
 
 
-def resolve_world(names: list[str], progress_model: str | None) -> str:
-    """One progress model for every policy of a comparison (a fair comparison needs one world)."""
+def resolve_world(names: list[str], progress_model: str | None,
+                  profile: profiles.Profile = profiles.DEFAULT) -> str:
+    """One progress model for every policy of a comparison (a fair comparison needs one world):
+    ``progress_model`` if given, else the profile's, else the one the policies share."""
+    if progress_model is None:
+        progress_model = profile.progress_model
     if progress_model is not None:
         perf_registry.create(progress_model)  # validates the name
         return progress_model
@@ -146,25 +156,29 @@ def resolve_world(names: list[str], progress_model: str | None) -> str:
 
 
 def run_policy(jobs: list[JobSpec], cluster: Cluster, name: str, options: dict[str, object],
-               *, restart_overhead_s: float, world: str,
+               *, restart_overhead_s: float | None, world: str,
+               profile: profiles.Profile | str = "default",
                on_progress: Callable[[int, int], None] | None = None) -> SimulationResult:
-    """One policy (registry name and options) in the world ``world``: what ``simulate`` and
-    ``compare`` run for each policy, and what ``sweep`` runs for each cell."""
-    policy = registry.create(name, options)
-    return simulate_run(jobs, cluster, policy, restart_overhead_s=restart_overhead_s,
-                        progress_model=world, on_progress=on_progress)
+    """One policy (registry name and options) in the world ``world`` under ``profile``: what
+    ``simulate`` and ``compare`` run for each policy, and what ``sweep`` runs for each cell."""
+    return simulate_run(jobs, cluster, name, restart_overhead_s=restart_overhead_s,
+                        progress_model=world, on_progress=on_progress, profile=profile,
+                        policy_options=options)
 
 
-def _run(jobs: list[JobSpec], cluster: Cluster, names: list[str], restart_overhead_s: float,
-         quiet: bool, progress_model: str | None = None, options: tuple[str, ...] = (),
+def _run(jobs: list[JobSpec], cluster: Cluster, names: list[str],
+         restart_overhead_s: float | None, quiet: bool, progress_model: str | None = None,
+         options: tuple[str, ...] = (), profile_name: str = "default",
          ) -> dict[str, SimulationResult]:
     per_policy = parse_policy_options(options, names)
-    world = resolve_world(names, progress_model)
+    profile = profiles.get(profile_name)
+    world = resolve_world(names, progress_model, profile)
     results: dict[str, SimulationResult] = {}
     for name in names:
         prog = _Progress(name, enabled=not quiet)
         res = run_policy(jobs, cluster, name, per_policy[name],
-                         restart_overhead_s=restart_overhead_s, world=world, on_progress=prog)
+                         restart_overhead_s=restart_overhead_s, world=world, profile=profile,
+                         on_progress=prog)
         for spec, why in res.rejected[:1]:
             click.echo(f"warning: {len(res.rejected)} job(s) can never fit the cluster and "
                        f"were not run, e.g. {spec.job_id}: {why}", err=True)
@@ -181,13 +195,14 @@ def _emit(results: dict[str, SimulationResult], out_format: str) -> None:
 @click.option("--policy", required=True, help="Policy name (see `slurm-sched policies`).")
 @with_options(common_sim_options)
 def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster,
-             restart_overhead_s: float, limit: int | None, progress_model: str | None,
-             out_format: str, quiet: bool, policy_options: tuple[str, ...]) -> None:
+             restart_overhead_s: float | None, profile: str, limit: int | None,
+             progress_model: str | None, out_format: str, quiet: bool,
+             policy_options: tuple[str, ...]) -> None:
     """Simulate one policy on a trace."""
     names = _policy_names(policy)
     jobs = load_trace(trace, trace_format, limit)
     _emit(_run(jobs, cluster, names[:1], restart_overhead_s, quiet, progress_model,
-               policy_options), out_format)
+               policy_options, profile), out_format)
 
 
 @click.command()
@@ -196,14 +211,14 @@ def simulate(policy: str, trace: str, trace_format: str | None, cluster: Cluster
               help="Write a JCT CDF plot (PNG) here.")
 @with_options(common_sim_options)
 def compare(policies: str, plot: str | None, trace: str, trace_format: str | None,
-            cluster: Cluster, restart_overhead_s: float, limit: int | None,
-            progress_model: str | None, out_format: str, quiet: bool,
+            cluster: Cluster, restart_overhead_s: float | None, profile: str,
+            limit: int | None, progress_model: str | None, out_format: str, quiet: bool,
             policy_options: tuple[str, ...]) -> None:
     """Simulate several policies on the same trace and compare them."""
     names = _policy_names(policies)
     jobs = load_trace(trace, trace_format, limit)
     results = _run(jobs, cluster, names, restart_overhead_s, quiet, progress_model,
-                   policy_options)
+                   policy_options, profile)
     _emit(results, out_format)
     if plot:
         out = plot_jct_cdf({n: r.completed for n, r in results.items()}, plot,
@@ -215,8 +230,16 @@ def compare(policies: str, plot: str | None, trace: str, trace_format: str | Non
 @click.command()
 @click.option("--options", "show_options", is_flag=True,
               help="Also list each policy's options (for -o KEY=VALUE).")
-def policies(show_options: bool) -> None:
+@click.option("--profiles", "show_profiles", is_flag=True,
+              help="List the simulation profiles (for --profile) instead.")
+def policies(show_options: bool, show_profiles: bool) -> None:
     """List the available policies: name, paper, one line each."""
+    if show_profiles:
+        known = [profiles.get(n) for n in profiles.names()]
+        w = max(len(p.name) for p in known)
+        for prof in known:
+            click.echo(f"{prof.name.ljust(w)}  {prof.summary}")
+        return
     infos = registry.available()
     w = max(len(p.name) for p in infos)
     for p in infos:

@@ -38,6 +38,17 @@ def _log_rejection(action: Action, exc: Exception) -> None:
     log.debug("rejected %s %s: %s", action.kind, action.job_id, exc)
 
 
+def refuse_without_requeue(job: SlurmJob, kind: str) -> None:
+    """A preempt, migrate or resize of a running job is a ``scontrol requeue``, which Slurm
+    refuses for a job submitted with ``--no-requeue``: reject it before any command (no
+    checkpoint signal, no failed requeue); the job runs to its end where it is."""
+    if not job.requeue:
+        raise ActionRejected(
+            f"cannot {kind} job {job.job_id}: it was submitted with --no-requeue (Slurm "
+            "refuses to requeue it); it runs to its end where it is"
+        )
+
+
 class Applier:
     """Carries out the actions of ``apply`` (see the module docstring)."""
 
@@ -188,16 +199,20 @@ class Applier:
                 )
             if it is not None:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+            refuse_without_requeue(job, kind)
         elif kind == "migrate":
             require(view, JobState.RUNNING, kind)
             if jid in self.state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+            refuse_without_requeue(job, kind)
             self.validator.check_gpus(view, action.placement, share=False, exact=True)  # type: ignore[union-attr]
         elif kind == "reconfigure":
             if state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {jid}; resume first")
             if jid in self.state.intents:
                 raise ActionRejected(f"job {jid} is still starting in Slurm; retry")
+            if state is not JobState.PENDING:
+                refuse_without_requeue(job, kind)
             self.validator.check_gpus(view, action.placement, share=False, exact=False)  # type: ignore[union-attr]
             if state is JobState.PENDING:
                 self.validator.check_requeue_grace(jid, action.placement)  # type: ignore[union-attr]

@@ -121,7 +121,9 @@ class SlurmBackend(ClusterBackend):
         partitions: the partitions this scheduler manages; jobs elsewhere are foreign load.
         settings_dir: where per-job settings, progress reports and ledgers live.
         max_jobs_per_gpu: sharing capacity C of a GPU (1 = exclusive; >1 needs gres/shard).
-        sinfo_refresh_s: how long the node list (``sinfo --json``) is cached.
+        sinfo_refresh_s: how long the node list (``sinfo --json``) is cached (it is read again
+            at once when a job is lost with its node, and with every squeue while shard
+            jobs run: ``query.py``).
         start_timeout_s: a pinned job not RUNNING after this long gets its lease back (its GPUs
             were not free after all, e.g. taken by a job of another partition).
         min_query_interval_s: a snapshot taken sooner than this after the previous ``squeue``
@@ -250,6 +252,30 @@ class SlurmBackend(ClusterBackend):
         """Dry-run mode: every command line that would have changed Slurm, oldest first."""
         runner = self.runner
         return list(runner.recorded) if isinstance(runner, DryRunRunner) else []
+
+    def take_notices(self) -> list[tuple[str, dict[str, Any]]]:
+        """What the backend noticed since the last call, oldest first, as ``(event, fields)``:
+        ``node_unavailable`` / ``node_available`` (a node drained, down or back), ``admin_hold``
+        / ``admin_release`` (an operator's ``scontrol hold`` seen or gone: such a job is not
+        offered to the policy, keeps its lease and is never released by the scheduler),
+        ``start_taken_back`` (a pinned job Slurm did not start, with Slurm's reason),
+        ``start_lost`` (a job slurmctld forgot it had started, in a crash: kept off those
+        nodes for ``LOST_START_GRACE_S``),
+        ``time_limit`` (a job's limit changed in Slurm), ``job_end`` (a managed job reached a
+        final state, cancelled ones included)."""
+        out = self._state.notices
+        self._state.notices = []
+        return out
+
+    @property
+    def admin_held(self) -> frozenset[str]:
+        """Managed jobs an operator holds (``scontrol hold``), as of the last fresh squeue."""
+        return frozenset(self._state.admin_held)
+
+    @property
+    def unavailable_nodes(self) -> dict[str, str]:
+        """Managed nodes no job can start on (drained, down...), with their state."""
+        return dict(self._state.unavailable_nodes)
 
     def held_jobs(self) -> list[str]:
         """Managed jobs that Slurm shows held, as of the last snapshot (:class:`Leases`)."""

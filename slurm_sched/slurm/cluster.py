@@ -193,9 +193,22 @@ class MiniCluster:
         """Stop slurmctld only (its state is saved; slurmds and running jobs go on)."""
         self._checked("ctld", "stop")
 
+    def kill_ctld(self) -> None:
+        """SIGKILL slurmctld (a crash: no last state save; slurmds and running jobs go on)."""
+        self._checked("ctld", "kill")
+
     def start_ctld(self) -> None:
         """Start slurmctld again from its saved state and wait until it answers."""
         self._checked("ctld", "start")
+
+    def kill_node(self, name: str) -> None:
+        """Crash node ``name``: its slurmd, slurmstepds and job processes SIGKILLed at once.
+        Slurm marks it DOWN after ``SlurmdTimeout`` (``MINI_SLURM_SLURMD_TIMEOUT``)."""
+        self._checked("node", "kill", name)
+
+    def start_node(self, name: str) -> None:
+        """Start the slurmd of node ``name`` again (``ReturnToService=2`` puts it back)."""
+        self._checked("node", "start", name)
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure``: slurmctld re-reads its config and recounts what every

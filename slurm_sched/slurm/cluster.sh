@@ -6,8 +6,14 @@
 #   cluster.sh down [--purge]  cancel all jobs, stop the daemons; --purge also deletes the state
 #   cluster.sh status          daemons and nodes; exit 0 when up, 3 when not
 #   cluster.sh env             print the env file (eval "$(cluster.sh env)")
-#   cluster.sh ctld stop|start stop slurmctld alone (jobs keep running on the slurmds) or start
-#                              it again from its saved state: fault tests of the scheduler
+#   cluster.sh ctld stop|kill|start
+#                              stop slurmctld alone (SIGTERM: it saves its state; jobs keep
+#                              running on the slurmds), kill it (SIGKILL: a crash, no last save)
+#                              or start it again from its state dir: fault tests of the scheduler
+#   cluster.sh node kill|start NAME
+#                              crash node NAME (SIGKILL its slurmd, slurmstepds and job
+#                              processes: Slurm marks it DOWN after SlurmdTimeout) or start its
+#                              slurmd again (ReturnToService=2 puts it back in service)
 #
 # Needs root and Debian/Ubuntu packages munge slurmctld slurmd slurm-client, plus slurmdbd and
 # mariadb-server for accounting (installed with apt-get when missing). No systemd, cgroups or containers: one munged, one slurmctld and one
@@ -30,6 +36,8 @@
 #   MINI_SLURM_UNMANAGED_PARTITION=direct   all nodes, scheduled by Slurm itself ("" = none)
 #   MINI_SLURM_CTLD_PORT=16817  MINI_SLURM_SLURMD_PORT=17001 (first node; +1 per node)
 #   MINI_SLURM_MIN_JOB_AGE=600    seconds finished jobs stay visible in squeue
+#   MINI_SLURM_SLURMD_TIMEOUT=30  SlurmdTimeout: a node whose slurmd does not answer this long is
+#                     marked DOWN and its jobs requeued or failed (Slurm's default 300)
 #   MINI_SLURM_ACCOUNTING=1       run slurmdbd on a private MariaDB (data under the state dir) so
 #                     that sacct answers; 0 = no accounting (finished jobs go to log/jobcomp.txt
 #                     only, as they also do with accounting)
@@ -45,6 +53,9 @@
 #
 # Every process this script stops is found through the state dir (PID files, or processes
 # holding a socket under its spool dir, and their children); nothing is matched by name.
+#
+# Under pipefail no pipe ends in a reader that stops early (grep -q, head): its writer would die
+# of SIGPIPE and fail the whole pipeline at random. grep ... >/dev/null reads to the end.
 set -euo pipefail
 
 STATE=${MINI_SLURM_STATE:-/tmp/slurm-sched-cluster}
@@ -60,6 +71,7 @@ SCHED_INTERVAL=${MINI_SLURM_SCHED_INTERVAL:-10}
 CTLD_PORT=${MINI_SLURM_CTLD_PORT:-16817}
 SLURMD_PORT=${MINI_SLURM_SLURMD_PORT:-17001}
 MIN_JOB_AGE=${MINI_SLURM_MIN_JOB_AGE:-600}
+SLURMD_TIMEOUT=${MINI_SLURM_SLURMD_TIMEOUT:-30}
 UP_TIMEOUT=${MINI_SLURM_UP_TIMEOUT:-30}
 ACCOUNTING=${MINI_SLURM_ACCOUNTING:-1}
 DBD_PORT=${MINI_SLURM_DBD_PORT:-$((CTLD_PORT + 2))}
@@ -83,7 +95,7 @@ our_pid() {
   [ -s "$f" ] || return 1
   p=$(tr -dc 0-9 <"$f")
   [ -n "$p" ] && [ -r "/proc/$p/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$p/cmdline" | grep -qF -- "$STATE/" || return 1
+  tr '\0' ' ' <"/proc/$p/cmdline" | grep -F -- "$STATE/" >/dev/null || return 1
   echo "$p"
 }
 
@@ -95,7 +107,7 @@ check_settings() {
   esac
   [[ $STATE == /* ]] || die "MINI_SLURM_STATE must be an absolute path, got '$STATE'"
   local v
-  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE UP_TIMEOUT LEASE_S SCHED_INTERVAL DBD_PORT DB_PORT; do
+  for v in NODE_CPUS NODE_MEM_MB SHARDS_PER_GPU CTLD_PORT SLURMD_PORT MIN_JOB_AGE SLURMD_TIMEOUT UP_TIMEOUT LEASE_S SCHED_INTERVAL DBD_PORT DB_PORT; do
     is_int "${!v}" || die "MINI_SLURM_$v must be a non-negative integer, got '${!v}'"
   done
   [ -n "$NODES" ] || die "MINI_SLURM_NODES is empty"
@@ -263,6 +275,8 @@ DefMemPerCPU=1024
 # nodes advertise the CPUs/RealMemory/Gres below, not this machine's hardware
 SlurmdParameters=config_overrides
 ReturnToService=2
+# how long a crashed node's jobs stay RUNNING before Slurm marks it DOWN (pinged every third)
+SlurmdTimeout=$SLURMD_TIMEOUT
 # requeue is the scheduler's preempt and migrate primitive
 JobRequeue=1
 MinJobAge=$MIN_JOB_AGE
@@ -369,7 +383,7 @@ all_up() {
   our_pid "$STATE/run/slurmctld.pid" >/dev/null || return 1
   local n
   for n in $(node_names); do our_pid "$STATE/run/slurmd-$n.pid" >/dev/null || return 1; done
-  SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep -q UP
+  SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null
 }
 
 show_logs() {
@@ -423,7 +437,7 @@ start_accounting() {
     [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmdbd not answering after ${UP_TIMEOUT}s"; }
     sleep 0.2
   done
-  if ! timeout 5 sacctmgr -n -P list cluster format=cluster | grep -qx slurmsched; then
+  if ! timeout 5 sacctmgr -n -P list cluster format=cluster | grep -x slurmsched >/dev/null; then
     timeout 10 sacctmgr -i add cluster slurmsched >/dev/null || die "sacctmgr add cluster slurmsched failed"
   fi
 }
@@ -453,18 +467,19 @@ wait_gone() { # pid [tenths of a second]
 stop_pid() { kill -0 "$1" 2>/dev/null || return 0; kill "$1" 2>/dev/null || true
   wait_gone "$1" 30 || kill -9 "$1" 2>/dev/null || true; }
 
-# slurmstepds (and their job processes) holding a unix socket under our spool dir
+# slurmstepds (and their job processes) holding a unix socket under our spool dir (or under $1)
 leftover_steps() {
-  local inodes fd link ino p
-  inodes=$(awk -v d="$STATE/spool/" 'index($8, d) == 1 { print $7 }' /proc/net/unix 2>/dev/null)
+  local inodes dir=${1:-$STATE/spool/}
+  inodes=$(awk -v d="$dir" 'index($8, d) == 1 { print $7 }' /proc/net/unix 2>/dev/null)
   [ -n "$inodes" ] || return 0
-  for fd in /proc/[0-9]*/fd/*; do
-    link=$(readlink "$fd" 2>/dev/null) || continue
-    case "$link" in socket:\[*\]) ;; *) continue ;; esac
-    ino=${link#socket:[}
-    ino=${ino%]}
-    if grep -qx "$ino" <<<"$inodes"; then p=${fd#/proc/}; echo "${p%%/*}"; fi
-  done | sort -u
+  # one find lists every socket descriptor ("/proc/PID/fd socket:[INODE]"): a readlink per
+  # descriptor would fork a thousand times, seconds on a busy machine
+  find /proc/[0-9]*/fd -maxdepth 1 -lname 'socket:*' -printf '%h %l\n' 2>/dev/null |
+    awk -v list="$inodes" '
+      BEGIN { n = split(list, a, "\n"); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+      { ino = $2; gsub(/^socket:\[|\]$/, "", ino)
+        if (ino in want) { split($1, p, "/"); print p[3] } }' |
+    sort -u
 }
 
 leftover_job_processes() { # pids with SLURM_JOB_ID and SLURM_CONF=$CONF in their environment
@@ -625,6 +640,15 @@ cmd_ctld() {
         log "slurmctld is not running"
       fi
       ;;
+    kill)
+      if p=$(our_pid "$STATE/run/slurmctld.pid"); then
+        kill -9 "$p" 2>/dev/null || true
+        wait_gone "$p" 50 || die "slurmctld (pid $p) survived SIGKILL"
+        log "slurmctld (pid $p) killed"
+      else
+        log "slurmctld is not running"
+      fi
+      ;;
     start)
       if our_pid "$STATE/run/slurmctld.pid" >/dev/null; then
         log "slurmctld already runs"
@@ -632,13 +656,68 @@ cmd_ctld() {
         slurmctld -f "$CONF" 9>&- || { show_logs; die "slurmctld did not start"; }
       fi
       deadline=$(($(date +%s) + UP_TIMEOUT))
-      until timeout 5 scontrol ping 2>/dev/null | grep -q UP; do
+      until timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null; do
         [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmctld not answering after ${UP_TIMEOUT}s"; }
         sleep 0.1
       done
       log "slurmctld up"
       ;;
-    *) die "usage: cluster.sh ctld stop|start" ;;
+    *) die "usage: cluster.sh ctld stop|kill|start" ;;
+  esac
+}
+
+# ------------------------------------------------------------------ node kill|start
+# A node crash: its slurmd first (no job is launched there any more, no job end reaches
+# slurmctld), then the slurmstepds holding a socket in its spool dir, their children and any job
+# process of the node (SLURMD_NODENAME and our SLURM_CONF in its environment); slurmctld learns of
+# the loss after SlurmdTimeout.
+node_processes() {
+  local name=$1 p files
+  for p in $(leftover_steps "$STATE/spool/$name/"); do echo "$p"; descendants "$p"; done
+  files=$(grep -lzx -F "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null || true)
+  [ -n "$files" ] || return 0
+  # shellcheck disable=SC2086
+  grep -lzx -F "SLURMD_NODENAME=$name" $files 2>/dev/null |
+    sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx "$$" || true
+}
+
+cmd_node() {
+  local what=${1:-} name=${2:-} pids p deadline
+  [ -f "$STATE/$MARKER" ] || die "no cluster at $STATE"
+  node_names | grep -x -- "$name" >/dev/null || die "no node '$name' in MINI_SLURM_NODES ($(node_names | tr '\n' ' '))"
+  export SLURM_CONF=$CONF
+  case "$what" in
+    kill)
+      pids=""
+      if p=$(our_pid "$STATE/run/slurmd-$name.pid"); then
+        kill -9 "$p" 2>/dev/null || true
+        pids=$p
+      fi
+      # twice: a slurmstepd forked just before slurmd died may start its job after the first look
+      for _ in 1 2; do
+        local found
+        found=$(node_processes "$name" | sort -u | tr '\n' ' ')
+        # shellcheck disable=SC2086
+        [ -n "${found// /}" ] && kill -9 $found 2>/dev/null || true
+        pids="$pids $found"
+      done
+      for p in $pids; do wait_gone "$p" 50 || die "process $p of node $name survived SIGKILL"; done
+      log "node $name crashed: killed $(tr ' ' '\n' <<<"$pids" | sort -u | grep -c . || true) process(es)"
+      ;;
+    start)
+      if our_pid "$STATE/run/slurmd-$name.pid" >/dev/null; then
+        log "slurmd $name already runs"
+        return 0
+      fi
+      slurmd -f "$CONF" -N "$name" 9>&- || { show_logs; die "slurmd -N $name did not start"; }
+      deadline=$(($(date +%s) + UP_TIMEOUT))
+      until our_pid "$STATE/run/slurmd-$name.pid" >/dev/null; do
+        [ "$(date +%s)" -lt "$deadline" ] || { show_logs; die "slurmd $name not running after ${UP_TIMEOUT}s"; }
+        sleep 0.1
+      done
+      log "slurmd $name started"
+      ;;
+    *) die "usage: cluster.sh node kill|start NAME" ;;
   esac
 }
 
@@ -676,7 +755,8 @@ main() {
     status) cmd_status ;;
     env) [ -f "$STATE/env.sh" ] || die "no cluster at $STATE"; cat "$STATE/env.sh" ;;
     ctld) need_root; take_lock; cmd_ctld "$@" ;;
-    *) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    node) need_root; take_lock; cmd_node "$@" ;;
+    *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 }
 

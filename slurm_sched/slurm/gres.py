@@ -124,6 +124,9 @@ class NodeGpus:
     ``count`` is every GPU of the node (Slurm's indices 0..count-1), ``gpu_type`` the managed
     type, ``types`` each type with its count in index order, ``reserved`` the indices of the
     GPUs of the other types, ``shards_per_gpu`` the gres/shard count per GPU (0 = none).
+    ``shards_unregistered``: the node lists gres/shard with a count of 0 (``shard:0``), which
+    is how slurmctld shows a node's shards until its slurmd registers after a slurmctld
+    restart; the node's real count is not known then.
     """
 
     count: int = 0
@@ -131,6 +134,7 @@ class NodeGpus:
     types: tuple[tuple[str, int], ...] = ()
     reserved: tuple[int, ...] = ()
     shards_per_gpu: int = 0
+    shards_unregistered: bool = False
 
     @property
     def managed(self) -> int:
@@ -146,11 +150,13 @@ def node_gpus(gres: str | None, default_type: str) -> NodeGpus:
     """
     groups: list[tuple[str, int]] = []
     shards = 0
+    shard_items = 0
     for item in parse_gres(gres):
         if item.name == "gpu" and item.count > 0:
             groups.append((item.type or default_type, item.count))
         elif item.name == "shard":
             shards += item.count
+            shard_items += 1
     count = sum(c for _, c in groups)
     if not count:
         return NodeGpus()
@@ -170,6 +176,7 @@ def node_gpus(gres: str | None, default_type: str) -> NodeGpus:
         types=tuple(groups),
         reserved=tuple(reserved),
         shards_per_gpu=shards // count,
+        shards_unregistered=shard_items > 0 and shards == 0,
     )
 
 

@@ -122,6 +122,14 @@ class Intents:
                     self.state.stats.start_timeouts += 1
                     self.state.intents.pop(jid)
                     unstart.append(jid)
+                    self.state.notice(
+                        "start_taken_back",
+                        job_id=jid,
+                        nodes=list(it.placement.nodes) if it.placement is not None else [],
+                        after_s=round(now - it.since_s, 1),
+                        slurm_reason=job.reason,
+                        why="Slurm did not start the pinned job; it waits under a lease again",
+                    )
                     # Slurm disagrees about free GPUs: look at its per-node view for a while
                     self.state.sinfo_eager_until = time.monotonic() + EAGER_SINFO_S
         if run_after:

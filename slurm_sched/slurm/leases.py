@@ -27,12 +27,16 @@ class Leases:
         self.executor = executor
 
     def held_jobs(self) -> list[str]:
-        """Managed jobs this backend schedules that Slurm shows held (priority 0): an older
-        plugin's submit hold, a ``requeuehold``, an admin's ``hold``. As of the last snapshot."""
+        """Managed jobs this backend schedules that Slurm shows held (priority 0) and that it
+        may release: an older plugin's submit hold, a ``requeuehold``, a failed launch. Never
+        an operator's ``scontrol hold`` (``JobHeldAdmin``). As of the last snapshot."""
         return [
             jid
             for jid, job in self.state.slurm.items()
-            if jid in self.state.ledgers and jid not in self.state.done and job.held
+            if jid in self.state.ledgers
+            and jid not in self.state.done
+            and job.held
+            and not job.admin_held
         ]
 
     def pending_jobs(self) -> list[str]:

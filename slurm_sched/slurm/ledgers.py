@@ -63,6 +63,7 @@ class Ledgers:
         self.state.first = False
         hand_over: list[SlurmJob] = []
         lease_due: list[str] = []
+        admin_held: set[str] = set()
         seen: set[str] = set()
         for job in jobs:
             jid = job.job_id
@@ -88,28 +89,68 @@ class Ledgers:
                 continue
             self.state.tracked.add(jid)
             self._account(job, ledger, now)
+            self._note_time_limit(job)
+            if job.admin_held:
+                admin_held.add(jid)
             if (
                 self.state.lease is not None
                 and job.state in PENDING_STATES
-                and not job.held  # held: Slurm will not start it; the policy's Start releases it
+                # held: Slurm will not start it and the policy's Start releases it; but an
+                # operator's hold keeps its lease, so that its release hands the job to the
+                # policy, not to Slurm
+                and (not job.held or job.admin_held)
                 and jid not in self.state.intents  # pinned or being requeued by us on purpose
                 and self.state.lease.due(job.eligible_time_s, now)
+                # a held job whose begin time Slurm would not show: once per renewal window
+                and not (
+                    job.admin_held
+                    and now - self.state.renewed_at.get(jid, -1e18)
+                    < self.state.lease.renew_window_s
+                )
             ):
                 lease_due.append(jid)
         # tracked jobs that vanished from squeue (purged after MinJobAge while we were away)
         for jid in list(self.state.tracked - seen - self.state.done):
             log.warning("job %s vanished from squeue without a final state", jid)
+            self.state.notice("job_end", job_id=jid, state="vanished")
             ledger = self.state.ledgers.get(jid)
             if ledger is not None:
                 self._record_completion(jid, ledger, now, ledger.run_executed_s)
             self.state.done.add(jid)
             self.state.intents.pop(jid, None)
+        self._note_admin_holds(admin_held)
         if not fresh:
             return
         self.intents.advance(now)
         self._hand_over(hand_over, now)
         if lease_due and not self.state.dry_run:  # shadow mode renews nothing (the live one does)
             self.leases.renew_leases(lease_due)
+
+    def _note_admin_holds(self, held: set[str]) -> None:
+        """Notice the jobs an operator has held or released since the last look (a held job is
+        not offered to the policy: ``view.py``)."""
+        for jid in sorted(held - self.state.admin_held, key=_id_key):
+            log.info("job %s is held by an operator: not started until released", jid)
+            self.state.notice(
+                "admin_hold", job_id=jid, why="held by an operator: not started, not released"
+            )
+        for jid in sorted(self.state.admin_held - held, key=_id_key):
+            job = self.state.slurm.get(jid)
+            state = str(job.state) if job is not None else "gone"
+            log.info("job %s is no longer held by an operator (%s)", jid, state)
+            self.state.notice("admin_release", job_id=jid, state=state)
+        self.state.admin_held = held
+
+    def _note_time_limit(self, job: SlurmJob) -> None:
+        """Notice a changed time limit (an operator's ``scontrol update TimeLimit=``): Slurm
+        enforces it; the scheduler never sets a limit, and the job's spec (its duration estimate
+        included) stays the one it was submitted with."""
+        jid = job.job_id
+        seen = self.state.time_limits.get(jid, job.time_limit_s)
+        self.state.time_limits[jid] = job.time_limit_s
+        if seen != job.time_limit_s:
+            log.info("job %s: time limit changed from %s s to %s s", jid, seen, job.time_limit_s)
+            self.state.notice("time_limit", job_id=jid, limit_was_s=seen, limit_s=job.time_limit_s)
 
     def _hand_over(self, jobs: Sequence[SlurmJob], now: float) -> None:
         """Let Slurm schedule jobs the scheduler cannot: begin time now, released if held."""
@@ -241,6 +282,9 @@ class Ledgers:
             jid, ledger, finish, last_run, restarts=max(0, job.restart_cnt - ledger.moves)
         )
         self.state.done.add(jid)
+        # a job cancelled by its owner or an operator ends here too: dropped, never restarted
+        self.state.notice("job_end", job_id=jid, state=str(job.state),
+                          ran_s=round(ledger.earlier_runs_s + last_run, 1))
 
     def _record_completion(
         self,
@@ -264,6 +308,7 @@ class Ledgers:
         self.state.settings.pop(jid, None)
         self.state.progress_cache.pop(jid, None)
         self.state.renewed_at.pop(jid, None)
+        self.state.time_limits.pop(jid, None)
         log.info("job %s finished at %.0f", jid, finish_s)
 
     def fold_run(self, jid: str, job: SlurmJob, now: float, move: bool = False) -> None:
@@ -281,3 +326,7 @@ class Ledgers:
 
 class _Unmanageable(Exception):
     """Internal: a job the scheduler cannot understand (left to Slurm)."""
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    return (int(job_id), "") if job_id.isdigit() else (1 << 62, job_id)

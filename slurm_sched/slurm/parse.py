@@ -75,9 +75,29 @@ __all__ = [
     "parse_job",
     "read_jobs",
     "read_nodes",
+    "read_partition_states",
 ]
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+#: Partition states under which Slurm starts no job of the partition (a ``DRAIN`` partition
+#: takes no new job but still starts the queued ones)
+UNAVAILABLE_PARTITION_STATES = frozenset({"DOWN", "INACTIVE"})
+#: The reason Slurm gives a job an operator held with ``scontrol hold`` (a user's ``uhold``, a
+#: ``requeuehold`` and an older plugin's submit hold read ``JobHeldUser``)
+ADMIN_HOLD_REASON = "JobHeldAdmin"
+
+
+def read_partition_states(text: str) -> dict[str, str]:
+    """``scontrol show partition -o`` (one ``Key=Value ...`` line per partition, the same on
+    every supported release) -> ``{name: State}`` (upper case: ``UP``, ``DOWN``, ``DRAIN``,
+    ``INACTIVE``); lines without both keys are skipped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        fields = dict(t.split("=", 1) for t in line.split() if "=" in t)
+        name, state = fields.get("PartitionName"), fields.get("State")
+        if name and state:
+            out[name] = state.upper()
+    return out
 
 
 def _document(
@@ -189,6 +209,9 @@ class SlurmNode:
     #: the node's ``gres`` and ``gres_used`` as Slurm printed them
     gres: str = ""
     gres_used: str = ""
+    #: ``shard:0`` in ``gres``: its slurmd has not registered since slurmctld restarted, and
+    #: its shard count is not known (see :class:`~slurm_sched.slurm.gres.NodeGpus`)
+    shards_unregistered: bool = False
 
     @property
     def status(self) -> NodeStatus:
@@ -196,8 +219,16 @@ class SlurmNode:
 
     @property
     def available(self) -> bool:
-        """Whether new jobs can start here (not down, drained, draining, powered down...)."""
-        return self.status.available
+        """Whether new jobs can start here (not down, drained, draining, powered down, nor
+        with its GRES unknown until its slurmd registers)."""
+        return self.status.available and not self.shards_unregistered
+
+    @property
+    def availability(self) -> str:
+        """Its state as the scheduler reports it: Slurm's state and flags, plus
+        ``GRES_UNREGISTERED`` while its shard count is not known."""
+        text = str(self.status)
+        return f"{text}+GRES_UNREGISTERED" if self.shards_unregistered else text
 
 
 def read_nodes(
@@ -295,6 +326,7 @@ def _node(
         reserved_gpus=gpus.reserved,
         gres=gres,
         gres_used=gres_used,
+        shards_unregistered=gpus.shards_unregistered,
     )
 
 
@@ -370,6 +402,9 @@ class SlurmJob:
     memory_per_node_mb: int | None
     exit_code: int
     raw_gres_detail: tuple[str, ...] = field(default=(), repr=False)
+    #: Slurm may requeue it (``--requeue``, the cluster's ``JobRequeue`` default); False for
+    #: ``--no-requeue``: ``scontrol requeue`` is refused, so it cannot be preempted or moved
+    requeue: bool = True
     base_state: SlurmJobState = SlurmJobState.UNKNOWN
     state_flags: frozenset[SlurmJobState] = frozenset()
 
@@ -382,6 +417,12 @@ class SlurmJob:
         return self.state is SlurmJobState.PENDING and (
             self.reason in HELD_REASONS or self.priority == 0
         )
+
+    @property
+    def admin_held(self) -> bool:
+        """Held by an operator (``scontrol hold``): the scheduler neither starts nor releases
+        it; only ``scontrol release`` does."""
+        return self.held and self.reason == ADMIN_HOLD_REASON
 
     @property
     def holds_resources(self) -> bool:
@@ -526,6 +567,8 @@ def parse_job(
         memory_per_node_mb=int(mpn) if mpn > 0 else None,
         exit_code=_exit_code(j.get("exit_code")),
         raw_gres_detail=detail,
+        # absent from no release we support; absent means Slurm's default (requeue allowed)
+        requeue=j.get("requeue") is not False,
         base_state=status.base,
         state_flags=status.flags,
     )

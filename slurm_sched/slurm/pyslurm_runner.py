@@ -31,6 +31,7 @@ scontrol line                      pyslurm call
 ``... TresPerJob=gres:gpu[:T]:N``  ``gpus="gres:gpu[:T]:N"`` (-> ``tres_per_job``)
 ``... MinMemoryNode=M`` (MiB)      ``memory_per_node=M`` (-> ``pn_min_memory``)
 ``hold X`` / ``release X``         ``Job(X).hold()`` (priority 0) / ``Job(X).release()``
+``uhold X``                        ``Job(X).hold(mode="user")`` (a user hold: ``JobHeldUser``)
 ``suspend X`` / ``resume X``       ``Job(X).suspend()`` / ``Job(X).unsuspend()``
 ``requeue X`` / ``requeuehold X``  ``Job(X).requeue()`` / ``Job(X).requeue(hold=True)``
 =================================  ================================================================
@@ -119,6 +120,7 @@ CLI_ONLY_KEYS: dict[str, str] = {
 #: verb -> (``pyslurm.Job`` method, keyword arguments)
 JOB_VERBS: dict[str, tuple[str, dict[str, Any]]] = {
     "hold": ("hold", {}),
+    "uhold": ("hold", {"mode": "user"}),
     "release": ("release", {}),
     "suspend": ("suspend", {}),
     "resume": ("unsuspend", {}),

@@ -112,4 +112,6 @@ class RecordedRunner(CommandRunner):
             return CommandResult(argv, 0, json.dumps(self.recorded.jobs_doc), "")
         if argv in (("sinfo", "--json"), ("scontrol", "show", "nodes", "--json")):
             return CommandResult(argv, 0, json.dumps(self.recorded.nodes_doc), "")
+        if argv == ("scontrol", "show", "partition", "-o"):
+            return CommandResult(argv, 0, "", "")  # not recorded: no partition taken as down
         return CommandResult(argv, 1, "", "not available from recorded files\n")

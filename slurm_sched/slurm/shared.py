@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slurm_sched.model import (
     ActionResult,
@@ -45,6 +45,10 @@ log = logging.getLogger("slurm_sched.slurm.backend")
 
 Slot = tuple[str, int]
 FOREIGN = "<foreign>"
+
+#: notices kept for a user of the backend that does not take them (the daemon takes them every
+#: cycle)
+MAX_NOTICES = 10_000
 
 RUNNING_STATES = frozenset({SlurmJobState.RUNNING, SlurmJobState.CONFIGURING})
 PENDING_STATES = frozenset(
@@ -113,6 +117,17 @@ class BackendState:
     #: GPUs Slurm counts as used that no job holds, confirmed by two fresh looks (a Slurm
     #: 22.05.8 accounting leak after a slurmctld restart); not offered to the policy
     phantom_gpus: frozenset[Slot] = frozenset()
+    #: what the backend noticed Slurm or an operator change and how it reacted, oldest first:
+    #: ``(event, fields)``, taken by :meth:`SlurmBackend.take_notices` (the decision log)
+    notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: managed jobs an operator holds (``scontrol hold``), as of the last fresh squeue
+    admin_held: set[str] = field(default_factory=set)
+    #: each unfinished managed job's time limit as last seen (None: no limit)
+    time_limits: dict[str, float | None] = field(default_factory=dict)
+    #: managed nodes on which no job can start (drained, down...): node -> its state
+    unavailable_nodes: dict[str, str] = field(default_factory=dict)
+    #: managed partitions whose jobs Slurm does not start (DOWN, INACTIVE): name -> state
+    down_partitions: dict[str, str] = field(default_factory=dict)
     # ---- the read side (query.py)
     version: SlurmVersion | None = None
     nodes: list[SlurmNode] = field(default_factory=list)
@@ -124,6 +139,7 @@ class BackendState:
     slurm_view_shards: bool = False  # the last sinfo is fresh and shard jobs are running
     phantom_seen: frozenset[Slot] = frozenset()
     sinfo_eager_until: float = 0.0  # read sinfo with every fresh squeue until then
+    partitions_at: float = -1e18  # when the partition states were read (monotonic)
     # ---- the current view, rebuilt by snapshot() and updated by apply()
     slurm: dict[str, SlurmJob] = field(default_factory=dict)
     views: dict[str, JobView] = field(default_factory=dict)
@@ -135,6 +151,8 @@ class BackendState:
     intents: dict[str, Intent] = field(default_factory=dict)
     #: job -> (when our requeue of it returned, the nodes of the run it killed)
     requeued: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    #: job -> (when it was seen pending again, the nodes of the run slurmctld forgot in a crash)
+    lost_starts: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
     # ---- ledgers and completions (ledgers.py)
     expected: set[str] = field(default_factory=set)
     ledgers: dict[str, Ledger] = field(default_factory=dict)
@@ -149,9 +167,22 @@ class BackendState:
     # ---- apply results by request id (apply is idempotent per request_id)
     results: dict[str, ActionResult] = field(default_factory=dict)
 
+    def notice(self, event: str, **fields: Any) -> None:
+        """Record what the backend noticed (see ``notices``); a user that never takes them
+        keeps the newest :data:`MAX_NOTICES`."""
+        self.notices.append((event, fields))
+        if len(self.notices) > MAX_NOTICES:
+            del self.notices[: len(self.notices) - MAX_NOTICES]
+
     def managed(self, job: SlurmJob) -> bool:
         """The job is in a managed partition."""
         return any(p in self.partitions for p in job.partition.split(","))
+
+    def partition_down(self, job: SlurmJob) -> bool:
+        """Every managed partition of the job is down or inactive: Slurm starts none of its
+        jobs."""
+        parts = [p for p in job.partition.split(",") if p in self.partitions]
+        return bool(parts) and all(p in self.down_partitions for p in parts)
 
     def is_shard_job(self, jid: str) -> bool:
         job = self.slurm.get(jid)

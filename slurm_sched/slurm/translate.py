@@ -29,8 +29,9 @@ Start           ``[update JobId=X TresPerJob=]`` (only when switching per-job <-
                 not change are left out; the go only when the begin time is ahead)
                 -> ``[release X]`` (only for a held job: an older
                 plugin's hold or a ``requeuehold``). A job whose lease has run out (Slurm could
-                start it any moment) that needs the clearing update is held first and released
-                after the pin, so Slurm never sees it eligible with half its fields.
+                start it any moment) that needs the clearing update is held first (``uhold X``)
+                and released after the pin, so Slurm never sees it eligible with half its
+                fields.
 Share           as Start, with ``TresPerNode=gres:shard[:type]:1``
 Suspend         ``suspend X``
 Resume          ``resume X``
@@ -224,10 +225,12 @@ def pin_stages(
     if settings is not None and settings.mem_gb is not None:
         pin.append(f"MinMemoryNode={math.ceil(settings.mem_gb * 1024 / len(nodes))}")
     stages: list[Stage] = []
-    # the clearing update would leave an eligible job startable with no GPU request: hold it
+    # the clearing update would leave an eligible job startable with no GPU request: hold it,
+    # with a user hold (JobHeldUser): one left by a scheduler killed before the release is
+    # released by the next one's reconciliation, where an admin hold (JobHeldAdmin) stays
     hold = bool(clear) and ctx.eligible and not ctx.held
     if hold:
-        stages.append((_sc("hold", jid),))
+        stages.append((_sc("uhold", jid),))
     if clear:
         stages.append((_sc("update", f"JobId={jid}", *clear),))
     stages.append((_sc(*pin),))

@@ -28,6 +28,11 @@ from slurm_sched.slurm.shared import FOREIGN, PENDING_STATES, BackendState, Slot
 #: non-startable batch JobId=X: Job credential revoked", the job ends FAILED). Slurm itself
 #: avoids it by setting the begin time 121 s ahead; the scheduler's StartTime=now skips that.
 REQUEUE_GRACE_S = 1.5
+#: A job whose start slurmctld lost in a crash (pending again, not requeued) is not launched
+#: again on the nodes of that start sooner than this (seconds): its first run may still be
+#: ending there, slurmd refuses a second copy of a job it runs and Slurm then drains the node
+#: ("Duplicate jobid"). Slurm's own requeue delay is as long.
+LOST_START_GRACE_S = 121.0
 #: A GPU shared by several shard jobs, one of which is expected to end within this many seconds,
 #: is not relied on to stay busy in Slurm's view while a new start is pending: Slurm 22.05.8
 #: drops the whole GPU's shard usage when one of them ends (see Validator._check_slurm_view)
@@ -42,6 +47,14 @@ class Validator:
         self.query = query
 
     def check_requeue_grace(self, jid: str, placement: Placement) -> None:
+        lost = lost_start_left(self.state, jid, placement)
+        if lost > 0:
+            nodes = ",".join(sorted(self.state.lost_starts[jid][1]))
+            raise ActionRejected(
+                f"job {jid}: slurmctld lost its start on {nodes} in a crash; its first run may "
+                f"still be ending there (slurmd would refuse a second copy and Slurm drain the "
+                f"node): not placed there for {lost:.0f}s more; place it elsewhere or retry"
+            )
         left = requeue_grace_left(self.state, jid, placement)
         if left > 0:
             nodes = ",".join(sorted(self.state.requeued[jid][1]))
@@ -253,16 +266,34 @@ class Validator:
             )
 
 
+def lost_start_left(state: BackendState, jid: str, placement: Placement) -> float:
+    """Seconds until ``jid`` may be launched on ``placement`` after slurmctld lost its start
+    there (0 when it may, see :data:`LOST_START_GRACE_S`)."""
+    return _grace_left(state.lost_starts, LOST_START_GRACE_S, state.clock(), jid, placement)
+
+
 def requeue_grace_left(state: BackendState, jid: str, placement: Placement | None) -> float:
     """Seconds until ``jid`` may be launched on ``placement`` after our requeue of it (0 when
     it may, see :data:`REQUEUE_GRACE_S`)."""
-    entry = state.requeued.get(jid)
+    return _grace_left(state.requeued, REQUEUE_GRACE_S, state.clock(), jid, placement)
+
+
+def _grace_left(
+    entries: dict[str, tuple[float, frozenset[str]]],
+    grace_s: float,
+    now: float,
+    jid: str,
+    placement: Placement | None,
+) -> float:
+    """Seconds left of ``grace_s`` since ``entries[jid]`` began when ``placement`` (None: any)
+    uses one of its nodes; an entry past its grace is dropped."""
+    entry = entries.get(jid)
     if entry is None:
         return 0.0
     at, nodes = entry
-    left = at + REQUEUE_GRACE_S - state.clock()
+    left = at + grace_s - now
     if left <= 0:
-        del state.requeued[jid]
+        del entries[jid]
         return 0.0
     if placement is not None and not nodes.intersection(placement.nodes):
         return 0.0

@@ -3,11 +3,12 @@
 Contract: :meth:`ViewBuilder.build` turns the shared state (Slurm's last job list, the managed
 nodes, phantom GPUs, the intents, the ledgers and settings) into a
 :class:`~slurm_sched.model.ClusterSnapshot`: one :class:`~slurm_sched.model.JobView` per managed,
-unfinished, understood job (in submit order), GPUs held by any other job (unmanaged partitions,
-jobs left to Slurm, phantom GPUs, a node's other GPU types) shown as :data:`FOREIGN`, in-flight
-starts shown RUNNING where Slurm will put them, and the free-GPU map. It stores the view it
-built (views, holders, shard use, exclusive GPUs) in the shared state, where ``apply`` checks
-actions against it and updates it. It changes nothing in Slurm and reads no Slurm document
+unfinished, understood job (in submit order) but pending ones an operator holds (``scontrol
+hold``) or whose partition is down, GPUs held by any other job (unmanaged partitions, jobs left
+to Slurm, phantom GPUs, a node's other GPU types) shown as :data:`FOREIGN`, in-flight starts
+shown RUNNING where Slurm will put them, and the free-GPU map. It stores the view it built
+(views, holders, shard use, exclusive GPUs) in the shared state, where ``apply`` checks actions
+against it and updates it. It changes nothing in Slurm and reads no Slurm document
 itself (the nodes come from ``query.py``); its only I/O is the jobs' progress files.
 """
 
@@ -106,6 +107,10 @@ class ViewBuilder:
                 state, placement = JobState.RUNNING, placement_of(job)
             elif job.state is SlurmJobState.SUSPENDED:
                 state, placement = JobState.SUSPENDED, placement_of(job)
+            elif job.admin_held:
+                continue  # an operator's hold: not the policy's to start (nor to release)
+            elif job.state in PENDING_STATES and self.state.partition_down(job):
+                continue  # Slurm would not start it: its partition is down
             elif job.state in PENDING_STATES:
                 state, placement = JobState.PENDING, None
             elif jid in self.state.views:  # COMPLETING, SIGNALING...: as last seen, until final

@@ -1,9 +1,10 @@
 """A recorded-output stand-in for the Slurm command runner (the process boundary).
 
-``FakeRunner`` answers ``squeue --json``, ``sinfo --json`` and ``scontrol ping|--version`` as
-recorded on the mini cluster (``tests/golden/slurm/``) and records every other command line it
-is given (``lines``), as scontrol would run them; ``errors`` maps a line to the error text
-scontrol would print, ``up = False`` makes it answer like an unreachable slurmctld.
+``FakeRunner`` answers ``squeue --json``, ``sinfo --json``, ``scontrol show partition -o`` and
+``scontrol ping|--version`` as recorded on the mini cluster (``tests/golden/slurm/``) and records
+every other command line it is given (``lines``), as scontrol would run them; ``errors`` maps a
+line to the error text scontrol would print, ``up = False`` makes it answer like an
+unreachable slurmctld.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class FakeRunner(CommandRunner):
         super().__init__(env={})
         self.squeue = squeue
         self.sinfo = recorded("sinfo.json")
+        #: ``scontrol show partition -o`` (the keys the backend reads)
+        self.partitions = "PartitionName=sched State=UP\nPartitionName=direct State=UP\n"
         self.errors: dict[str, str] = {}
         self.lines: list[str] = []
         self.sent: list[str] = []
@@ -50,6 +53,8 @@ class FakeRunner(CommandRunner):
             return CommandResult(argv, 0, json.dumps(doc), "")
         if argv == ("sinfo", "--json"):
             return CommandResult(argv, 0, json.dumps(self.sinfo), "")
+        if argv == ("scontrol", "show", "partition", "-o"):
+            return CommandResult(argv, 0, self.partitions, "")
         if argv == ("scontrol", "--version"):
             return CommandResult(argv, 0, f"slurm {self.sinfo['meta']['Slurm']['release']}\n", "")
         if argv == ("scontrol", "ping"):

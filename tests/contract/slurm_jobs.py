@@ -25,12 +25,14 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class JobDef:
-    """A test job: ``gpus`` GPUs (``shard``: one shard-GRES GPU) for ``duration_s`` seconds."""
+    """A test job: ``gpus`` GPUs (``shard``: one shard-GRES GPU) for ``duration_s`` seconds;
+    ``requeue=False`` submits it ``--no-requeue`` (a node failure ends it ``NODE_FAIL``)."""
 
     gpus: int
     duration_s: float
     gpu_type: str | None = None
     shard: bool = False
+    requeue: bool = True
 
 
 def submit_sleep_job(
@@ -41,8 +43,11 @@ def submit_sleep_job(
     *,
     step_s: float = STEP_S,
     extra_hints: dict[str, object] | None = None,
+    time_limit_min: int = 10,
+    timeout_s: float | None = None,
 ) -> str:
-    """sbatch one held ``checkpointed_sleep`` job with hints; returns its id."""
+    """sbatch one held ``checkpointed_sleep`` job with hints (Slurm time limit
+    ``time_limit_min``; ``sbatch`` itself given ``timeout_s``); returns its id."""
     iterations = max(1, round(d.duration_s / step_s))
     hints: dict[str, object] = {"v": 1, "iterations": iterations, "duration_s": d.duration_s}
     hints.update(extra_hints or {})
@@ -59,17 +64,19 @@ def submit_sleep_job(
         str(nodes),
         gres,
         "-t",
-        "10",
+        str(time_limit_min),
         "-o",
         str(out_dir / "%j.out"),
         "--open-mode=append",
         f"--export=ALL,SLURM_SCHED_SETTINGS_DIR={backend.store.directory}",
         f"--comment={json.dumps(hints, separators=(',', ':'))}",
+        *([] if d.requeue else ["--no-requeue"]),
         str(JOB_SCRIPT),
         str(iterations),
         str(step_s),
     ]
-    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True)
+    proc = subprocess.run(argv, env=cluster.env, capture_output=True, text=True, check=True,
+                          timeout=timeout_s)
     return proc.stdout.strip().split(";")[0]
 
 
@@ -136,6 +143,16 @@ def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
         fields = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)
         events.append((m["what"], fields))
     return events
+
+
+def assert_resumes_in_order(job_id: str, events: list[tuple[str, dict[str, str]]]) -> None:
+    """Every run of the job after the first resumed where the last checkpoint left it."""
+    saved = "0"
+    for e, f in events:
+        if e == "start":
+            assert f["resume_from"] == saved, (job_id, events)
+        elif e in ("checkpoint", "done"):
+            saved = f["iterations"]
 
 
 def wait_for(cond: Callable[[], T], timeout_s: float, what: str, step_s: float = 0.2) -> T:

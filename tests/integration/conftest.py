@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurm_sched.slurm.cluster import MiniCluster
+from tests.integration.daemon_run import DaemonProcess, write_config
 
 HERE = Path(__file__).parent
 
@@ -80,3 +81,15 @@ def slurm_cluster() -> Iterator[MiniCluster]:
         started_by_tests = (sessions / "started-by-tests").exists()
         if last_out and started_by_tests and os.environ.get("MINI_SLURM_KEEP") != "1":
             cluster.down(purge=True)
+
+
+@pytest.fixture
+def daemon(slurm_cluster: MiniCluster, tmp_path: Path) -> Iterator[DaemonProcess]:
+    """``slurm-sched run`` (fifo, short lease, ``tests/integration/daemon_run.py``), not started
+    yet; killed at the end of the test if still running."""
+    d = DaemonProcess(write_config(tmp_path / "config.toml", slurm_cluster), tmp_path)
+    try:
+        yield d
+    finally:
+        if d.alive:
+            d.kill()

@@ -40,6 +40,7 @@ from slurm_sched.slurm.cluster import MiniCluster
 from tests.contract.slurm_jobs import (
     STEP_S,
     JobDef,
+    assert_resumes_in_order,
     cancel_and_wait,
     job_log,
     squeue_jobs,
@@ -201,12 +202,7 @@ def test_policy_runs_30_jobs_on_slurm(
         # (a preempt that races with the end of a job restarts it with nothing left to do)
         iterations = str(max(1, round(jobs[ids.index(jid)].duration_s / STEP_S)))
         assert ("done", {"iterations": iterations}) in events, (jid, events)
-        saved = "0"
-        for e, f in events:
-            if e == "start":
-                assert f["resume_from"] == saved, (jid, events)
-            elif e in ("checkpoint", "done"):
-                saved = f["iterations"]
+        assert_resumes_in_order(jid, events)
         # ran where the policy put it: Slurm's nodes = the nodes of the last Start/Migrate
         assert jid in rec.placed, f"job {jid} completed without a Start from {policy_name}"
         asked = set(rec.placed[jid].nodes)

@@ -16,162 +16,34 @@ from __future__ import annotations
 
 import random
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from slurm_sched.service.decision_log import read_decisions
-from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
 from slurm_sched.slurm.lease import SLURM_DEFAULT_SCHED_INTERVAL_S
 from tests.contract.slurm_jobs import (
-    STEP_S,
     JobDef,
     cancel_and_wait,
     job_log,
     squeue_jobs,
-    submit_sleep_job,
     wait_for,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-LEASE_S = 12
-PERIOD_S = 0.5
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class DaemonProcess:
-    """``slurm-sched run`` as a child process; its log goes to ``<dir>/daemon-<n>.log``."""
-
-    def __init__(self, config: Path, log_dir: Path) -> None:
-        self.config = config
-        self.log_dir = log_dir
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.log_dir / f"daemon-{self.starts}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "slurm_sched.cli", "run", "--config", str(self.config)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
-        log.close()
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all, as a crash or the OOM killer."""
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-
-    def terminate(self, timeout_s: float = 30) -> int:
-        """SIGTERM and wait: a clean shutdown; returns the exit code."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout_s)
-
-    def reconciled(self) -> bool:
-        """The running instance has finished its start-up reconciliation."""
-        log = self.log_dir / f"daemon-{self.starts}.log"
-        return "reconcile (did)" in log.read_text(errors="replace")
-
-    def logs(self) -> str:
-        return "".join(
-            p.read_text(errors="replace") for p in sorted(self.log_dir.glob("daemon-*.log"))
-        )
-
-
-def write_config(
-    path: Path, cluster: MiniCluster, *, policy: str = "fifo", metrics_port: int | None = None
-) -> Path:
-    path.write_text(
-        f'policy = "{policy}"\n'
-        f"period_s = {PERIOD_S}\n"
-        f"lease_s = {LEASE_S}\n"
-        f'mini_cluster = "{cluster.state_dir}"\n'
-        f'managed_partitions = ["{cluster.managed_partitions[0]}"]\n'
-        f'state_dir = "{path.parent / "state"}"\n'
-        "command_timeout_s = 15\n"
-        "start_timeout_s = 15\n"
-        "[safety]\n"
-        "min_runtime_before_preempt_s = 2\n"
-        "[observability]\n"
-        f'decision_log = "{path.parent / "decisions.jsonl"}"\n'
-        f"metrics_port = {metrics_port if metrics_port is not None else 0}\n"
-        'log_level = "INFO"\n'
-    )
-    return path
-
-
-@pytest.fixture
-def daemon(slurm_cluster: MiniCluster, tmp_path: Path) -> Iterator[DaemonProcess]:
-    d = DaemonProcess(write_config(tmp_path / "config.toml", slurm_cluster), tmp_path)
-    try:
-        yield d
-    finally:
-        if d.alive:
-            d.kill()
-
-
-def holder(cluster: MiniCluster) -> SlurmBackend:
-    """A backend used only for its partition and settings dir (what the jobs are told)."""
-    return SlurmBackend.for_mini_cluster(cluster)
-
-
-def submit(cluster: MiniCluster, defs: list[JobDef], out: Path) -> list[str]:
-    b = holder(cluster)
-    return [submit_sleep_job(cluster, b, d, out) for d in defs]
-
-
-def final_states(cluster: MiniCluster, ids: list[str]) -> dict[str, str]:
-    jobs = squeue_jobs(cluster)
-    return {j: str(jobs[j].state) for j in ids if j in jobs}
-
-
-def all_final(cluster: MiniCluster, ids: list[str]) -> bool:
-    states = final_states(cluster, ids)
-    return len(states) == len(ids) and all(s in FINAL for s in states.values())
-
-
-def check_done_once(cluster: MiniCluster, out: Path, ids: list[str], defs: list[JobDef]) -> None:
-    """Each job COMPLETED in Slurm, one completion record, its work done exactly once."""
-    states = final_states(cluster, ids)
-    bad = {j: s for j, s in states.items() if s != "COMPLETED"}
-    assert not bad and len(states) == len(ids), bad
-    records = (cluster.state_dir / "log" / "jobcomp.txt").read_text().splitlines()
-    for jid, d in zip(ids, defs, strict=True):
-        completed = [r for r in records if re.search(rf"\bJobId={jid}\b.*JobState=COMPLETED", r)]
-        assert len(completed) == 1, (jid, completed)
-        events = job_log(out, jid)
-        iterations = str(max(1, round(d.duration_s / STEP_S)))
-        dones = [f for e, f in events if e == "done"]
-        assert dones == [{"iterations": iterations}], (jid, events)
-        saved = "0"
-        for e, f in events:
-            if e == "start":
-                assert f["resume_from"] == saved, (jid, events)
-            elif e in ("checkpoint", "done"):
-                saved = f["iterations"]
+from tests.integration.daemon_run import (
+    LEASE_S,
+    REPO,
+    DaemonProcess,
+    all_final,
+    check_done_once,
+    final_states,
+    free_port,
+    holder,
+    metric,
+    submit,
+    write_config,
+)
 
 
 def test_sigkill_every_15s_all_60_jobs_complete_exactly_once(
@@ -294,19 +166,6 @@ def test_daemon_stopped_for_good_slurm_starts_pending_jobs_within_the_lease(
     assert min(delays.values()) >= LEASE_S / 2 - 1.5, delays
     # ... and not much after: fail-open within the lease plus one periodic scheduling pass
     assert max(delays.values()) <= bound_s, delays
-
-
-def metric(port: int, name: str) -> float:
-    """Sum of a metric family on the daemon's /metrics (-1 while it does not answer yet)."""
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
-    except OSError:
-        return -1.0
-    total = 0.0
-    for line in body.decode().splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_slurmctld_restart_mid_run_daemon_survives_and_every_job_finishes(

@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"errors"},
     "traces": _BASE | {"protocol"},  # the sacct reader reads job hints from the comment
     "perf": _BASE | {"traces"},
-    "policy": _BASE | {"perf"},
+    "policy": _BASE | {"perf", "native"},  # the registry reads compiled classes' options
     "backend": _BASE,
     "protocol": _BASE,
     "controller": _BASE | {"backend", "clock", "policy"},

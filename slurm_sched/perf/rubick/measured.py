@@ -62,7 +62,9 @@ def load_profile(name: str) -> tuple[ProfileSample, ...]:
             gc = digits[0] == "2"
             out.append(ProfileSample(Plan(fam, gc), (int(cfg["gpus"]),) * int(cfg["nodes"]),
                                      float(cfg["num_cpu_threads"]), float(dat["iter_time"]),
-                                     float(dat["forward_time"]) or None))
+                                     float(dat["forward_time"]) or None,
+                                     float(dat.get("Tcc") or 0) or None,
+                                     float(dat.get("Topt") or 0) or None))
             assert sum(out[-1].shape) == g
     table = measured_catalog()
     for code, place in EXTRA_3D_SAMPLES.get(name, ()):
@@ -139,12 +141,13 @@ class PerfModel:
 
 
 @cache
-def profiled_model(name: str) -> PerfModel:
-    """The model fitted on the model's own profiling samples (strict when enough samples)."""
+def profiled_model(name: str, loss: str = "iter") -> PerfModel:
+    """The model fitted on the model's own profiling samples (strict when enough samples);
+    ``loss`` as :func:`fit_model`'s."""
     model = MODELS[name]
     samples = load_profile(name)
     fwd = forward_profile(name)
-    fit = fit_model(model, samples, fwd, strict=False)
+    fit = fit_model(model, samples, fwd, strict=False, loss=loss)
     return PerfModel(model, fwd, fit)
 
 

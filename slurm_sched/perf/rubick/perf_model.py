@@ -128,8 +128,10 @@ def features(model: ModelSpec, plan: Plan, shape: Shape, cpus_per_gpu: float,
     return row
 
 
-def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
-    """Eq. 1 for every row of ``feats`` (shape (n, N_FEATURES)); theta in PARAM_NAMES order."""
+def predict_parts_ms(theta: np.ndarray, feats: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T_cc, T_oo and T_iter (Eq. 1) for every row of ``feats`` (shape (n, N_FEATURES));
+    theta in PARAM_NAMES order."""
     k_bwd, k_sync, k_opt, k_opt_off, k_const, k_off, k_swap = theta
     f = feats
     t_f = f[:, _F_FWD]
@@ -141,8 +143,12 @@ def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
     t_opt = np.where(is_off, k_opt_off * f[:, _F_OFFOPT], k_opt * f[:, _F_OPT])
     t_off = f[:, _F_TOFF]
     t_oo = np.where(is_off, overlap(t_dp, t_off, k_off) + overlap(t_opt, t_off, k_swap), t_opt)
-    total: np.ndarray = t_cc + t_oo + k_const
-    return total
+    return t_cc, t_oo, t_cc + t_oo + k_const
+
+
+def predict_ms(theta: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    """Eq. 1 for every row of ``feats`` (shape (n, N_FEATURES)); theta in PARAM_NAMES order."""
+    return predict_parts_ms(theta, feats)[2]
 
 
 def _overlap_grads(x: np.ndarray, y: np.ndarray, k: float
@@ -205,6 +211,9 @@ class ProfileSample:
     cpus_per_gpu: float
     iter_ms: float
     fwd_ms: float | None = None
+    #: the profiled components (ms) where known: T_cc and the T_opt block (T_oo)
+    cc_ms: float | None = None
+    opt_ms: float | None = None
 
 
 class InsufficientProfileError(ValueError):
@@ -235,7 +244,8 @@ def sample_forward(model: ModelSpec, s: ProfileSample, fwd: ForwardProfile) -> f
 
 def fit_model(model: ModelSpec, samples: Sequence[ProfileSample], fwd: ForwardProfile, *,
               strict: bool = True, restarts: int = 20, seed: int = 0,
-              start: np.ndarray | None = None, quiet: bool = False) -> FitResult:
+              start: np.ndarray | None = None, quiet: bool = False,
+              loss: str = "iter") -> FitResult:
     """Fit the 7 k's by minimising the RMSLE of T_iter (paper §4.3) with scipy's bounded
     least squares from several deterministic starting points (spec §2.9: RMSLE has flat
     directions).
@@ -243,7 +253,13 @@ def fit_model(model: ModelSpec, samples: Sequence[ProfileSample], fwd: ForwardPr
     With fewer than 7 samples or fewer than 3 ZeRO-Offload samples, ``strict`` raises
     :class:`InsufficientProfileError`; otherwise k_sync, k_off and k_swap are fixed at 2 and the
     rest fitted (spec §2.5 [R]); the result's ``mode`` and ``message`` say so.
+
+    ``loss="components"`` adds the RMSLE of T_cc and of the T_opt block (T_oo) over the
+    samples that carry them (spec §2.5: the artifact's three-term loss; finite-difference
+    Jacobian); ``"iter"`` (default) fits T_iter alone.
     """
+    if loss not in ("iter", "components"):
+        raise ValueError(f"loss must be 'iter' or 'components', got {loss!r}")
     n_off = sum(s.plan.offload for s in samples)
     enough = len(samples) >= 7 and n_off >= 3
     if not enough and strict:
@@ -283,6 +299,18 @@ def fit_model(model: ModelSpec, samples: Sequence[ProfileSample], fwd: ForwardPr
         out: np.ndarray = np.log(np.maximum(predict_ms(full(x), feats), 1e-9)) - log_meas
         return out
 
+    cc_i = [i for i, s in enumerate(samples) if s.cc_ms and s.opt_ms]
+    use_parts = loss == "components" and bool(cc_i)
+    if use_parts:
+        feats_p = feats[cc_i]
+        log_cc = np.log(np.array([samples[i].cc_ms or 1.0 for i in cc_i]))
+        log_oo = np.log(np.array([samples[i].opt_ms or 1.0 for i in cc_i]))
+
+        def resid_parts(x: np.ndarray) -> np.ndarray:
+            cc, oo, _ = predict_parts_ms(full(x), feats_p)
+            return np.concatenate([resid(x), np.log(np.maximum(cc, 1e-9)) - log_cc,
+                                   np.log(np.maximum(oo, 1e-9)) - log_oo])
+
     def jac(x: np.ndarray) -> np.ndarray:
         # d log(max(P, 1e-9)) = dP / P, and 0 where the floor holds
         pred, d = predict_ms_jac(full(x), feats)
@@ -303,8 +331,12 @@ def fit_model(model: ModelSpec, samples: Sequence[ProfileSample], fwd: ForwardPr
         starts.append(np.clip(x, lo + 1e-9, hi - 1e-9))
     best = None
     for x0 in starts:
-        r = least_squares(resid, x0, jac=jac, bounds=(lo, hi), method="trf",
-                          x_scale="jac", max_nfev=400)
+        if use_parts:
+            r = least_squares(resid_parts, x0, bounds=(lo, hi), method="trf", x_scale="jac",
+                              max_nfev=400)
+        else:
+            r = least_squares(resid, x0, jac=jac, bounds=(lo, hi), method="trf",
+                              x_scale="jac", max_nfev=400)
         if best is None or r.cost < best.cost - 1e-12:
             best = r
     assert best is not None

@@ -78,9 +78,12 @@ class FittedPredictor(Predictor):
     the cost on the Table 4 runs and tripled the refit time (docs/reproductions/rubick.md).
     """
 
-    def __init__(self, refit_threshold: float = 0.10, online_restarts: int = 1) -> None:
+    def __init__(self, refit_threshold: float = 0.10, online_restarts: int = 1,
+                 loss: str = "iter") -> None:
         self.refit_threshold = refit_threshold
         self.online_restarts = online_restarts
+        #: the fit's loss (:func:`fit_model`): "iter" (T_iter) or "components" (+ T_cc, T_oo)
+        self.loss = loss
         self._versions: dict[str, int] = {}
         self._models: dict[str, PerfModel] = {}
         self._observed: dict[str, dict[tuple[Plan, Shape, float], float]] = {}
@@ -93,7 +96,7 @@ class FittedPredictor(Predictor):
     def perf_model(self, model: ModelSpec) -> PerfModel:
         pm = self._models.get(model.name)
         if pm is None:
-            pm = profiled_model(model.name)
+            pm = profiled_model(model.name, self.loss)
             if pm.model.batch != model.batch:
                 pm = PerfModel(model, pm.fwd, pm.fit)
             self._models[model.name] = pm
@@ -140,7 +143,8 @@ class FittedPredictor(Predictor):
             ]
             try:
                 fit = fit_model(model, samples, pm.fwd, strict=False, quiet=True,
-                                restarts=self.online_restarts, start=pm.fit.theta)
+                                restarts=self.online_restarts, start=pm.fit.theta,
+                                loss=self.loss)
             except ValueError as e:
                 log.warning("online refit of %s failed: %s", name, e)
                 continue

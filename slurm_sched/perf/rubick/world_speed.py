@@ -1,6 +1,7 @@
 """The ``rubick`` progress model (:data:`PROGRESS_MODELS`): a job's speed under its current plan,
 placement and CPUs relative to its requested configuration, in the measured world; and the
-iteration time a running job has shown (:func:`observed_iter_time_s`).
+iteration time a running job has shown (:func:`observed_iter_time_s`). ``rubick-steps`` is the
+same world with the work counted in iterations, as the authors' simulator counts it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,40 @@ class RubickProgress(ProgressModel):
         return speed_of(info, job.settings.plan, job.settings.cpus, placement, self.catalog)
 
 
+class RubickStepsProgress(RubickProgress):
+    """The ``rubick-steps`` world: as ``rubick``, but a job of ``iterations`` (the trace's
+    ``steps``) runs ``iterations + extra_iterations`` iterations of its current configuration's
+    measured time, whatever its ``duration``. The authors' simulator ends a job on the iteration
+    after its ``steps``-th (``extra_iterations=1``), and its ``steps`` is at least 1 where the
+    trace's duration is a fraction of one iteration (e.g. LLaMA-30B jobs of 0.007 s). Jobs
+    without ``iterations`` run as in ``rubick``.
+
+    Contract: the rate is ``duration / ((iterations + extra) * T_now)`` work-seconds per second,
+    so the job's busy time is ``(iterations + extra) * T_now`` on a fixed configuration."""
+
+    def __init__(self, catalog: MeasuredCatalog | None = None, extra_iterations: int = 1) -> None:
+        super().__init__(catalog)
+        if extra_iterations < 0:
+            raise ValueError(f"extra_iterations must be >= 0, got {extra_iterations}")
+        self.extra_iterations = extra_iterations
+        self._work: dict[tuple[str, float, int], float] = {}
+
+    def plan_speed(self, job: JobView, placement: Placement) -> float:
+        speed = super().plan_speed(job, placement)
+        spec = job.spec
+        info = self._info(spec)
+        if info is None or not spec.iterations or spec.duration_s <= 0:
+            return speed
+        key = (spec.job_id, spec.duration_s, spec.iterations)
+        f = self._work.get(key)
+        if f is None:  # duration / work in requested-configuration seconds
+            t_ref = world_time_s(info, info.orig_plan, info.ref_shape, self.catalog.table_cpus,
+                                 self.catalog)
+            f = self._work[key] = spec.duration_s / (
+                (spec.iterations + self.extra_iterations) * t_ref)
+        return speed * f
+
+
 def speed_of(info: JobInfo, plan_code: str | None, cpus: int | None, placement: Placement,
              catalog: MeasuredCatalog | None = None) -> float:
     """Speed of a job relative to its requested configuration in the measured world."""
@@ -92,4 +127,4 @@ def observed_iter_time_s(job: JobView, now_s: float, warmup_s: float = 30.0) -> 
     return None if base is None else base / job.rate
 
 
-PROGRESS_MODELS = {"rubick": RubickProgress}
+PROGRESS_MODELS = {"rubick": RubickProgress, "rubick-steps": RubickStepsProgress}

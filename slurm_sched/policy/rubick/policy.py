@@ -24,7 +24,8 @@ Every scheduling pass (on each arrival and completion, and every 60 s [3.9]):
    the next-best plan if memory is short [A6]); otherwise everything is rolled back [L35].
 4. A running job is reconfigured (checkpoint, restart with the new plan and resources) only if
    ``(T - N delta) / T > 0.97`` [3.8]: T = time since its first start, N = reconfigurations so
-   far, delta = restart cost. Jobs failing the test are locked for the pass (neither grown nor
+   far (``lock_rule="past"``; ``"inclusive"`` counts the one considered too), delta = restart
+   cost. Jobs failing the test are locked for the pass (neither grown nor
    shrunk), except that a locked best-effort job may be preempted for a guaranteed job's
    minimum [A8].
 
@@ -46,6 +47,9 @@ Deviations and readings (details and evidence in ``docs/reproductions/rubick.md`
   flatness tolerance (1%).
 - Rubick-E / Rubick-N never preempt (every Base-trace job is best effort) [4.4 R].
 - ``sla_margin`` (default 0, paper mode) relaxes the guarantee test; the artifact used 1.5x.
+- Options for calibrating against the artifact simulator (spec 3.11), all off by default:
+  ``online_fit=False`` (its ``--online-model-fitting 0``), ``slope_order="ascending"`` (its
+  sort), ``steal=False`` (its donor loop never runs).
 """
 
 from __future__ import annotations
@@ -142,11 +146,28 @@ class Rubick(Policy):
         sla_margin: float = 0.0,
         round_s: float = ROUND_S,
         catalog: MeasuredCatalog | None = None,
-        lock_rule: str = "inclusive",
+        lock_rule: str = "past",
+        online_fit: bool = True,
+        slope_order: str = "descending",
+        steal: bool = True,
     ) -> None:
         if lock_rule not in ("past", "inclusive"):
             raise ValueError(f"lock_rule must be 'past' or 'inclusive', got {lock_rule!r}")
         self.lock_rule = lock_rule
+        #: running jobs report iteration times to the predictor, which refits [P §4.3]; off: the
+        #: predictor keeps its offline fit (as the artifact's ``--online-model-fitting 0``)
+        self.online_fit = online_fit
+        if slope_order not in ("descending", "ascending"):
+            raise ValueError(
+                f"slope_order must be 'descending' or 'ascending', got {slope_order!r}")
+        #: SORT_BY_SLOPE's direction [A15]: the paper's most sensitive jobs first; "ascending"
+        #: is the artifact simulator's order (least sensitive first, spec 3.11 item 1)
+        self._slope_sign = -1.0 if slope_order == "descending" else 1.0
+        self.slope_order = slope_order
+        #: best-effort receivers take GPUs from donors (L13-21); False: free GPUs only, as the
+        #: artifact simulator, whose donor loop never runs (spec 3.11 item 3). Privileged
+        #: (guaranteed) jobs still take from donors.
+        self.steal = steal
         if variant not in ("full", "E", "R", "N"):
             raise ValueError(f"variant must be full, E, R or N, got {variant!r}")
         if not 0 <= sla_margin < 1:
@@ -155,10 +176,13 @@ class Rubick(Policy):
         if isinstance(predictor, str):
             if predictor == "fitted":
                 predictor = FittedPredictor()
+            elif predictor == "fitted-components":  # the artifact's three-term fit loss
+                predictor = FittedPredictor(loss="components")
             elif predictor == "oracle":
                 predictor = OraclePredictor(catalog)
             else:
-                raise ValueError(f"predictor must be 'fitted' or 'oracle', got {predictor!r}")
+                raise ValueError("predictor must be 'fitted', 'fitted-components' or 'oracle', "
+                                 f"got {predictor!r}")
         self.predictor: Predictor = predictor
         #: predictions depend on the model's name only (see :meth:`_time`)
         self._name_keyed = type(predictor) in (FittedPredictor, OraclePredictor)
@@ -387,7 +411,12 @@ class Rubick(Policy):
 
     # ------------------------------------------------------------------ helpers
     def _locked(self, view: JobView, now_s: float) -> bool:
-        """The reconfiguration rule [3.8]: (T - N delta) / T > threshold to reconfigure."""
+        """The reconfiguration rule [3.8]: (T - N delta) / T > threshold to reconfigure.
+
+        ``lock_rule="past"`` (default, the paper's "N is the reconfiguration times"): N counts
+        the job's past reconfigurations, so the first one is always allowed; ``"inclusive"``:
+        N also counts the one being considered (after any restart the job's overhead stays
+        under 1 - threshold of its time)."""
         if view.state is not JobState.RUNNING or view.first_start_s is None:
             return False
         n = self._reconfs.get(view.job_id, 0) + (1 if self.lock_rule == "inclusive" else 0)
@@ -445,7 +474,8 @@ class Rubick(Policy):
         self._donor_content = {}
         self._cpu_memo = {}
         self._failed.clear()
-        self._observe(snapshot, now_s)
+        if self.online_fit:
+            self._observe(snapshot, now_s)
         if not snapshot.jobs:
             return []
         state = self._build_state(snapshot)
@@ -610,8 +640,9 @@ class Rubick(Policy):
                 continue  # preempted earlier in this pass
             s_gpu = j.jm.sigma_plus(x)
             s_cpu = self._cpu_slope(j, state.alloc.get(jid))
-            order.append(((0 if j.starving else 1, -s_gpu, -s_cpu, j.view.spec.submit_time_s,
-                           jid), j))
+            sign = self._slope_sign
+            order.append(((0 if j.starving else 1, sign * s_gpu, sign * s_cpu,
+                           j.view.spec.submit_time_s, jid), j))
         order.sort(key=lambda t: t[0])
         for _, j in order:
             if j.shrank:
@@ -963,6 +994,10 @@ class Rubick(Policy):
         rid = receiver.jid
         on_node = state.nodes[node].jobs
         here = rid in on_node
+        if not (self.steal or privileged):
+            if not here:
+                state.dsig[privileged][state.pos[node]] = math.inf
+            return None
         key = (node, state.version[node], privileged, rid if here else None)
         got: Any = self._donor_cache.get(key, _MISS)
         if got is _MISS:

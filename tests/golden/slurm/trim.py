@@ -7,6 +7,10 @@ Recorded from the mini cluster (``slurm_sched/slurm/cluster.sh``, Slurm 22.05.8)
     python tests/golden/slurm/trim.py /tmp/squeue.json > tests/golden/slurm/squeue_mixed.json
     python tests/golden/slurm/trim.py /tmp/sinfo.json > tests/golden/slurm/sinfo.json
 
+``sinfo_ctld_restarted.json``: ``sinfo --json`` just after slurmctld was SIGKILLed and started
+again while node a100-1 was crashed (``cluster.sh ctld kill``, ``node kill a100-1``,
+``ctld start``): the other nodes have registered, a100-1 still shows ``shard:0``.
+
 ``max_nodes`` and ``tres_req_str`` in ``squeue_mixed.json`` are not from the recording: they
 carry the values 22.05.8 reports for such jobs (checked on the mini cluster): ``max_nodes`` is
 the ``-N`` maximum while a job has never run and 0 once it has; ``tres_req_str`` carries

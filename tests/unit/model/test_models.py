@@ -25,7 +25,15 @@ def test_cluster_spec_heterogeneous_names_and_counts():
     assert c.gpus_of_type("p100") == 48
 
 
-@pytest.mark.parametrize("bad", ["", "16", "16x", "x4", "0x4", "2x0", "2x4:", "2x4,,1x8", "a x b"])
+def test_cluster_spec_sets_cpus_and_memory_per_node():
+    c = parse_cluster_spec("2x8:a800/96cpu/1600gb,1x4/8cpu,1x2:t4/64.5gb")
+    assert [(n.name, n.num_gpus, n.cpus, n.mem_gb) for n in c.nodes] == [
+        ("a800-1", 8, 96, 1600.0), ("a800-2", 8, 96, 1600.0), ("node-1", 4, 8, 256.0),
+        ("t4-1", 2, 32, 64.5)]
+
+
+@pytest.mark.parametrize("bad", ["", "16", "16x", "x4", "0x4", "2x0", "2x4:", "2x4,,1x8", "a x b",
+                                 "2x4/0cpu", "2x4/0gb", "2x4/1600gb/96cpu", "2x4/96"])
 def test_cluster_spec_errors_name_the_part(bad):
     with pytest.raises(ClusterSpecError) as e:
         parse_cluster_spec(bad)

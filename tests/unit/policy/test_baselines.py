@@ -177,3 +177,47 @@ def test_count_index_queries_match_sorting():
         assert index.by_most() == [n for n in by_most if counts[n] > 0]
         assert index.most() == by_most[0]
         assert index.total == sum(counts.values())
+
+
+def test_tiresias_node_chunks_takes_whole_nodes_first() -> None:
+    from slurm_sched.policy.placement import pack_most_free
+    from slurm_sched.policy.tiresias import Tiresias, pack_most_free_chunks
+
+    free = {f"n{i}": [0, 1, 2, 3] for i in range(4)}
+    p = pack_most_free_chunks(free, 6)
+    assert p is not None and p.as_dict == {"n0": (0, 1, 2, 3), "n1": (0, 1)}
+    assert free["n1"] == [2, 3]
+    # the most-free node first: n2 and n3 have 4, n1 has 2
+    p = pack_most_free_chunks(free, 5)
+    assert p is not None and p.as_dict == {"n2": (0, 1, 2, 3), "n3": (0,)}
+    assert pack_most_free_chunks(free, 8) is None and free["n3"] == [1, 2, 3]
+    spread = pack_most_free({f"n{i}": [0, 1, 2, 3] for i in range(4)}, 6)
+    assert spread is not None and len(spread.parts) == 4  # the default spreads
+    with pytest.raises(ValueError, match="placement"):
+        Tiresias(placement="packed")
+
+
+def test_tiresias_sim_queue_order_keeps_a_running_job_ahead_of_an_older_waiting_one() -> None:
+    """Threshold 10 GPU-s, 2 GPUs. X (2 GPUs) reaches Q1 at 5 and is preempted for Z (Q0, 1
+    GPU, 5-25); Y (1 GPU, from 5.5) reaches Q1 at 15.5 while X still does not fit beside Z.
+    When Z ends at 25, ordering Q1 by entry puts X (entered 5) first: X takes both GPUs and Y
+    is preempted. The simulator's lists put Y (running) ahead of X (still waiting, moved back
+    after every pass): Y keeps running and X waits for it."""
+    jobs = [job("X", 0, 2, 100), job("Z", 4, 1, 20), job("Y", 5.5, 1, 50)]
+    two = parse_cluster_spec("1x2")
+    by_entry = simulate(jobs, two, Tiresias((10.0,)), restart_overhead_s=0)
+    sim = simulate(jobs, two, Tiresias((10.0,), queue_order="sim"), restart_overhead_s=0)
+    pre = {c.spec.job_id: c.preemptions for c in by_entry.completed}
+    assert pre["Y"] >= 1
+    done = {c.spec.job_id: (c.preemptions, c.finish_s) for c in sim.completed}
+    assert done["Y"] == (0, 55.5)
+    assert done["X"][1] == pytest.approx(55.5 + 95)
+
+
+def test_tiresias_jump_events_wake_at_crossings_even_when_nobody_waits() -> None:
+    snap_jobs = [job("A", 0, 1, 100)]
+    res = simulate(snap_jobs, parse_cluster_spec("1x2"), Tiresias((10.0, 20.0), jump_events=True),
+                   restart_overhead_s=0)
+    quiet = simulate(snap_jobs, parse_cluster_spec("1x2"), Tiresias((10.0, 20.0)),
+                     restart_overhead_s=0)
+    assert res.stats.cycles == quiet.stats.cycles + 2  # the crossings at 10 and 20

@@ -449,6 +449,32 @@ def test_autopack_splits_a_group_slower_than_serial():
     assert [a.kind for a in acts] == ["start", "share"]
 
 
+def one_gpu_jobs_on_three_gpus(models: list[str]) -> ClusterSnapshot:
+    """Jobs j0, j1, ... of these models, one GPU each, durations 10, 20, ... on 1x3."""
+    jobs = [model_job(f"j{i}", 0, 1, 10 * (i + 1), m) for i, m in enumerate(models)]
+    return ClusterSnapshot(now_s=0, cluster=parse_cluster_spec("1x3"),
+                           jobs=tuple(view(j) for j in jobs))
+
+
+def grouped_by(policy: Muri, snap: ClusterSnapshot) -> frozenset[str]:
+    """The jobs the policy's first decision puts in a group."""
+    return frozenset(a.job_id for a in policy.decide(snap, 0) if a.settings.group_id is not None)
+
+
+def test_merge_order_bucket_groups_the_best_jobs_first():
+    # 4 one-GPU jobs on 3 GPUs: one merge is needed. Blossom pairs gpt2+a2c (gamma 0.3392)
+    # and resnet18+shufflenet (0.3458, spec 2.4 vectors). "gamma" merges the better pair;
+    # "bucket" (the artifact's effective order) the pair of the highest-priority job.
+    snap = one_gpu_jobs_on_three_gpus(["gpt2", "a2c", "resnet18", "shufflenet_v2_x1_0"])
+
+    def grouped(policy: Muri) -> frozenset[str]:
+        return grouped_by(policy, snap)
+
+    assert grouped(MuriS()) == {"j2", "j3"}
+    assert grouped(MuriS(merge_order="bucket")) == {"j0", "j1"}
+    assert grouped(MuriL(merge_order="bucket")) == {"j0", "j1"}  # all tie at 0: id order
+
+
 # --------------------------------------------------------------------------- check 10
 def test_priority_semantics():
     now = 100.0
@@ -528,6 +554,8 @@ def test_bad_knobs_name_the_field():
         Muri(ordering="random")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="window"):
         Muri(window=1)
+    with pytest.raises(ValueError, match="merge_order"):
+        Muri(merge_order="random")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- typed matching
@@ -572,3 +600,27 @@ def test_typed_matching_keeps_pairs_that_already_run_together():
     assert [(u, v) for u, v, _ in pairs] == [(0, 3), (1, 2)]
     pairs = typed_max_weight_pairs(types, lambda a, b: 1.0 if a != b else 0.5)
     assert [(u, v) for u, v, _ in pairs] == [(0, 2), (1, 3)]
+
+
+def test_match_seed_picks_another_of_the_equally_good_matchings():
+    # 2 gpt2 + 2 a2c one-GPU jobs on 3 GPUs: one pair is merged, the one with j0 (highest
+    # priority); gpt2+a2c pairs all weigh the same, so j0's partner is j2 or j3 by node order
+    snap = one_gpu_jobs_on_three_gpus(["gpt2", "gpt2", "a2c", "a2c"])
+
+    def grouped(policy: Muri) -> frozenset[str]:
+        return grouped_by(policy, snap)
+
+    assert grouped(MuriS()) == grouped(MuriS(match_seed=None)) == {"j0", "j2"}
+    seen = {grouped(MuriS(match_seed=s)) for s in range(12)}
+    assert frozenset({"j0", "j3"}) in seen
+    assert seen <= {frozenset({"j0", "j2"}), frozenset({"j0", "j3"})}
+
+
+def test_typed_matching_takes_nodes_in_the_given_order():
+    from slurm_sched.policy.muri import typed_max_weight_pairs
+
+    # three type-0 nodes, one type-1 node: one 0-1 pair; which 0 is taken follows the order
+    types = [0, 0, 0, 1]
+    weight = lambda a, b: 1.0 if a != b else None  # noqa: E731
+    assert typed_max_weight_pairs(types, weight) == [(0, 3, 1.0)]
+    assert typed_max_weight_pairs(types, weight, order=lambda i: -i) == [(2, 3, 1.0)]

@@ -171,3 +171,109 @@ def test_exclusive_policies_never_beat_the_gpu_time_bound(policy):
                    progress_model="muri")
     bound = sum(j.num_gpus * j.duration_s for j in jobs) / 16
     assert res.metrics.makespan_s >= bound * 1.015 - 1e-6
+
+
+def test_antman_best_fit_puts_a_guarantee_job_on_the_fullest_node_that_holds_it():
+    """node-1 has 2 GPUs without a guarantee job (an opportunistic job on them), node-2 all 4.
+    A 2-GPU guarantee job goes to node-2 by default (most available) and, with
+    ``guarantee_node="best-fit"``, to node-1 beside the opportunistic job."""
+    cluster = parse_cluster_spec("2x4")
+    g0 = JobView(spec=job("g0", 0, 2, 100, attrs={"priority": 0}), state=JobState.RUNNING,
+                 placement=place(**{"node-1": [0, 1]}), rate=1.0)
+    o1 = JobView(spec=job("o1", 0, 2, 100, attrs={"priority": 1}), state=JobState.RUNNING,
+                 placement=place(**{"node-1": [2, 3]}), rate=1.0,
+                 settings=JobSettings(plan=OPPORTUNISTIC))
+    g2 = JobView(spec=job("g2", 1, 2, 10, attrs={"priority": 0}))
+    snap = ClusterSnapshot(now_s=1, cluster=cluster, jobs=(g0, o1, g2))
+    most = AntMan().decide(snap, 1)
+    assert [a.placement for a in most] == [place(**{"node-2": [0, 1]})]
+    best = AntMan(guarantee_node="best-fit").decide(snap, 1)
+    assert [(a.kind, a.placement) for a in best] == [("share", place(**{"node-1": [2, 3]}))]
+    with pytest.raises(ValueError, match="guarantee_node"):
+        AntMan(guarantee_node="x")
+
+
+def test_antman_fifo_ties_follow_arrival_order_not_the_id_string():
+    """Jobs "9" and "10" are submitted together, "9" first in the trace; each needs the whole
+    node. FIFO runs "9" first (comparing ids as strings would put "10" first)."""
+    jobs = [job("9", 0, 4, 10, attrs={"priority": 0}), job("10", 0, 4, 10, attrs={"priority": 0})]
+    res = simulate(jobs, ONE_NODE, "antman", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0
+
+
+def test_themis_ties_follow_arrival_order_not_the_id_string():
+    jobs = [job("9", 0, 4, 10), job("10", 0, 4, 10)]
+    res = simulate(jobs, ONE_NODE, "themis", restart_overhead_s=0)
+    start = {c.spec.job_id: c.first_start_s for c in res.completed}
+    assert start["9"] == 0 and start["10"] > 0
+
+
+def test_themis_rank_value_never_run_rules():
+    from slurm_sched.policy.themis import rank_value
+    # spec: a job that never ran outranks any job that has run, whatever their x
+    assert rank_value(0.001, 0.0) > rank_value(1.0, 0.5)
+    # executed1: a never-run job competes on x with jobs that ran (executed floored at 1 s)
+    assert rank_value(0.001, 0.0, "executed1") == pytest.approx(0.001)
+    assert rank_value(0.001, 0.0, "executed1") < rank_value(1.0, 10.0, "executed1")
+    assert rank_value(0.5, 0.5, "executed1") == rank_value(0.5, 1.0, "executed1")
+    assert rank_value(0.3, 0.0, order_by="x") == rank_value(0.3, 99.0, order_by="x") == 0.3
+    # age: the time since submission stands in for the executed time
+    assert rank_value(0.3, 5.0, order_by="age", age_s=10.0) == pytest.approx(0.03)
+    assert rank_value(0.3, 5.0, order_by="age", age_s=0.0) == pytest.approx(0.3e9)
+
+
+def test_themis_options_are_checked():
+    for bad in ({"never_run": "first"}, {"order_by": "size"}, {"lease_s": -1},
+                {"optimum": "max"}):
+        with pytest.raises(ValueError):
+            Themis(**bad)
+
+
+def _running(jid, submit, gpus, dur, since):
+    return JobView(spec=job(jid, submit, gpus, dur), state=JobState.RUNNING, rate=1.0,
+                   placement=place(**{"node-1": list(range(gpus))}), accounted_at_s=since,
+                   executed_s=0, first_start_s=since)
+
+
+@pytest.mark.parametrize("lease_s, now, preempted", [(0, 50, True), (100, 50, False),
+                                                     (100, 150, True)])
+def test_themis_lease_keeps_a_running_job_until_it_ends(lease_s, now, preempted):
+    pol = Themis(lease_s=lease_s)
+    a0 = JobView(spec=job("a", 0, 4, 1000))
+    acts = pol.decide(ClusterSnapshot(now_s=0, cluster=ONE_NODE, jobs=(a0,)), 0)
+    assert [(x.kind, x.job_id) for x in acts] == [("start", "a")]
+    a = _running("a", 0, 4, 1000, 0)
+    b = JobView(spec=job("b", 40, 4, 1000))
+    acts = pol.decide(ClusterSnapshot(now_s=now, cluster=ONE_NODE, jobs=(a, b)), now)
+    got = [(x.kind, x.job_id) for x in acts]
+    assert got == ([("preempt", "a"), ("start", "b")] if preempted else [])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_themis_centre_allocation_is_the_analytic_centre(seed):
+    from slurm_sched.policy.themis import centre_allocation
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 10))
+    gpus = rng.choice([1.0, 2.0, 4.0, 8.0], size=n)
+    least = rng.uniform(0.01, 0.3, n)
+    cap = float(gpus @ least) * float(rng.uniform(1.2, 3.0))
+    x = centre_allocation(gpus, least, cap)
+    assert np.all(x > least) and np.all(x < 1) and gpus @ x < cap
+    # stationarity of sum log(x - m) + log(1 - x) + log(cap - g x)
+    mu = 1.0 / (cap - gpus @ x)
+    assert 1 / (x - least) - 1 / (1 - x) == pytest.approx(gpus * mu, rel=1e-6)
+    # a full optimum is a single point
+    full = least * cap / float(gpus @ least)
+    assert np.array_equal(centre_allocation(gpus, full, cap), full)
+
+
+def test_themis_stale_never_run_uses_the_previous_plans_executed_time():
+    pol = Themis(never_run="stale")
+    a0 = JobView(spec=job("a", 0, 4, 1000))
+    pol.decide(ClusterSnapshot(now_s=0, cluster=ONE_NODE, jobs=(a0,)), 0)
+    assert pol._exec_prev["a"] == 0.0
+    a = _running("a", 0, 4, 1000, 0)
+    b = JobView(spec=job("b", 40, 4, 1000))
+    pol.decide(ClusterSnapshot(now_s=50, cluster=ONE_NODE, jobs=(a, b)), 50)
+    assert pol._exec_prev == {"a": 50.0, "b": 0.0}

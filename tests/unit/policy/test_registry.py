@@ -106,3 +106,13 @@ def test_an_early_registration_does_not_hide_the_builtins() -> None:
 def test_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(UnknownPolicyError, match="known: fifo, sjf"):
         registry.info("no-such-policy")
+
+
+def test_a_policy_of_the_compiled_core_keeps_its_options() -> None:
+    """mypyc-compiled classes have no signature; their options come from the source twin, so
+    ``-o lock_rule=...`` works the same with the compiled core (the run mode of the test suite
+    when one is built) as from source."""
+    assert {"lock_rule", "online_fit", "predictor"} <= set(registry.info("rubick").options)
+    assert "variant" not in registry.info("rubick-e").options  # fixed by the variant
+    policy = registry.create("rubick", {"lock_rule": "inclusive", "online_fit": False})
+    assert policy.lock_rule == "inclusive"  # type: ignore[attr-defined]

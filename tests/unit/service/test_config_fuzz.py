@@ -58,6 +58,7 @@ GOOD: dict[str, list[str]] = {
     "state_dir": ['"/tmp/s"'],
     "dry_run": ["true", "false"],
     "command_timeout_s": ["30", "0.1"],
+    "node_refresh_s": ["30", "2"],
     "min_runtime_before_preempt_s": ["0", "300"],
     "max_preemptions_per_cycle": ["0", "8"],
     "loop_preemptions": ["1", "4"],

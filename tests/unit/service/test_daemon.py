@@ -152,7 +152,7 @@ def test_once_reconciles_then_runs_one_cycle_with_leases_and_pins(tmp_path: Path
     lines = runner.lines
     assert lines.index("update JobId=28 StartTime=now+120") < lines.index("release 28")
     assert "resume 32" in lines
-    assert not [x for x in lines if x.startswith("hold")]
+    assert not [x for x in lines if x.split()[0] in ("hold", "uhold")]
     rows = read_decisions(tmp_path / "decisions.jsonl")
     assert rows[0]["event"] == "reconcile" and rows[0]["resumed"] == ["32"]
     starts = [r for r in rows if r.get("kind") == "start"]

@@ -71,6 +71,7 @@ EXPECTED_CLI_KEYS = {"NumNodes", "NumCPUs"}
 #: scontrol verb -> (pyslurm.Job method, keyword arguments)
 EXPECTED_VERBS: dict[str, tuple[str, dict[str, Any]]] = {
     "hold": ("hold", {}),
+    "uhold": ("hold", {"mode": "user"}),
     "release": ("release", {}),
     "suspend": ("suspend", {}),
     "resume": ("unsuspend", {}),
@@ -256,7 +257,7 @@ def test_golden_file_yields_every_verb_we_generate() -> None:
     lines = golden_scontrol_lines()
     verbs = {ln.split()[0] for ln in lines}
     assert len(lines) >= 15
-    assert {"update", "suspend", "resume", "requeue", "release", "hold"} <= verbs
+    assert {"update", "suspend", "resume", "requeue", "release", "uhold"} <= verbs
 
 
 @pytest.mark.parametrize("line", ALL_LINES)
@@ -305,7 +306,6 @@ def test_pin_with_node_count_goes_whole_to_the_cli() -> None:
         ("update JobId=5 Partition=x", "Partition"),
         ("update JobId=5", "nothing"),
         ("update StartTime=now", "JobId"),
-        ("uhold 5", "uhold"),
         ("update JobId=5 Nice", "KEY=VALUE"),
     ],
 )

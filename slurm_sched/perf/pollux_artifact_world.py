@@ -1,0 +1,158 @@
+"""The world of Pollux's simulator (OSDI'21 artifact): job speed from its measured data.
+
+A job of a Pollux workload (application, global batch B) trains until its *statistical
+progress* reaches the end of its validation run: every step at global batch M adds
+``gain(M) = (var + sqr) / (var / scale + sqr)`` (``scale = M / init_batch``) progress, with the
+gradient statistics ``sqr, var`` of the current epoch of ``validation-<B>.csv`` (the run at the
+job's own batch), and epoch ``e`` ends when progress reaches that file's ``progress`` column.
+At a fixed batch the number of steps is therefore ``S(B) = sum_e (p_e - p_{e-1}) / gain_e``,
+slightly more or less than the file's ``iteration`` count that our trace reader counts (e.g.
+YOLOv3 at 64: 15,971 vs 14,577 steps).
+
+A step's wall time comes from ``placements.csv`` for the job's *actual* placement (GPUs per node
+as a digit string, named by its lexicographically smallest rotation as in that file; placements
+the file lacks use ``scalability.csv`` by node and replica count, as the trace reader does),
+interpolated in the per-GPU micro-batch: ``local = ceil(B / R)`` on R GPUs,
+``accum = ceil(local / max_local) - 1`` extra accumulation steps, at least one when a 1-GPU job's
+batch exceeds the application's smallest validated batch (the artifact's rule; NCF at 32,768
+on one GPU runs two micro-batches of 16,384), ``atomic = ceil(local / (accum + 1))``, and
+``t = step(atomic) + accum * (step(atomic) - sync(atomic))``.
+
+Rate (isolated seconds of ``JobSpec.duration_s`` per wall second): ``duration_s / (S(B) * t)``,
+so a job at a fixed placement finishes after exactly ``S(B) * t`` seconds of running. When an
+elastic policy sets the micro-batch and steps (global batch M != B), the rate is also multiplied
+by ``gain(M) / gain(B)`` at the job's epoch (its share of work done) when the configuration
+was set, as in :mod:`slurm_sched.perf.sjf_bsbf_world` (the backend recomputes a rate only when
+the job's situation changes, so the epoch-dependent gain is held between re-allocations).
+Jobs without Pollux data run at rate 1. No co-location slowdown (the artifact's interference
+is off in its published runs).
+
+Registered as ``pollux-artifact``; the ``pollux-artifact`` simulation profile uses it.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import lru_cache
+
+from slurm_sched.model import JobView, Placement
+from slurm_sched.perf.pollux_goodput import gain, grad_stats, init_batch
+from slurm_sched.perf.progress import ProgressModel
+from slurm_sched.traces.pollux_workload import (
+    PolluxApplication,
+    _Curve,
+    available_applications,
+    default_models_dir,
+    load_application,
+)
+
+
+def _app_data(app: str) -> PolluxApplication:
+    return load_application(default_models_dir().resolve() / app)
+
+
+@lru_cache(maxsize=64)
+def _known_apps() -> frozenset[str]:
+    return frozenset(available_applications())
+
+
+@lru_cache(maxsize=256)
+def statistical_steps(app: str, batch_size: int) -> float:
+    """Steps Pollux's simulator takes to finish ``app`` at a fixed global ``batch_size``.
+
+    ``sum_e (p_e - p_{e-1}) / gain_e`` over the rows of the validation file nearest (in ratio)
+    to ``batch_size``, with that row's gradient statistics and ``scale = batch_size /
+    init_batch``.
+    """
+    stats = grad_stats(app, batch_size)
+    path = default_models_dir().resolve() / app / f"validation-{stats.batch_size}.csv"
+    with open(path, newline="") as f:
+        progress = [float(r["progress"]) for r in csv.DictReader(f)]
+    scale = batch_size / init_batch(app)
+    total, prev = 0.0, 0.0
+    for p, sqr, var in zip(progress, stats.sqr, stats.var, strict=True):
+        total += (p - prev) / gain(sqr, var, scale)
+        prev = p
+    return total
+
+
+def placement_key(per_node: tuple[int, ...]) -> str:
+    """GPUs per node as ``placements.csv`` names them: the smallest rotation of the digits."""
+    digits = [d for d in per_node if d > 0]
+    if not digits:
+        raise ValueError("empty placement")
+    rotations = ["".join(str(d) for d in digits[i:] + digits[:i]) for i in range(len(digits))]
+    return min(rotations)
+
+
+def _curve(data: PolluxApplication, per_node: tuple[int, ...]) -> _Curve:
+    """The step/sync curve of a placement; ``scalability.csv`` when the placement is missing."""
+    key = placement_key(per_node)
+    curve = data.placements.get(key)
+    if curve is None:
+        replicas, nodes = sum(per_node), len(key)
+        groups = dict(data.scalability) or {
+            (len(k), sum(int(d) for d in k)): c for k, c in data.placements.items()}
+        best = min(groups, key=lambda k: (abs(k[1] - replicas), abs(k[0] - nodes), k))
+        curve = groups[best]
+    return curve
+
+
+@lru_cache(maxsize=65536)
+def step_time(app: str, per_node: tuple[int, ...], batch_size: int) -> float:
+    """Wall seconds of one step of ``app`` at global ``batch_size`` on ``per_node`` GPUs."""
+    data = _app_data(app)
+    replicas = sum(per_node)
+    curve = _curve(data, per_node)
+    local = -(-batch_size // replicas)
+    accum = -(-local // data.max_local_bsz) - 1
+    if replicas == 1 and batch_size > init_batch(app):
+        accum = max(1, accum)
+    atomic = -(-local // (accum + 1))
+    step, sync = curve.at(atomic)
+    return step + accum * max(0.0, step - sync)
+
+
+def _per_node(placement: Placement) -> tuple[int, ...]:
+    return tuple(len(p.gpus) for p in placement.parts)
+
+
+class PolluxArtifactWorld(ProgressModel):
+    """Progress model of Pollux's simulator (see the module docstring)."""
+
+    def plan_speed(self, job: JobView, placement: Placement) -> float:
+        spec = job.spec
+        app = spec.attrs.get("application", spec.model)
+        if app not in _known_apps() or spec.batch_size is None or spec.duration_s <= 0:
+            return 1.0
+        b0 = int(spec.batch_size)
+        settings = job.settings
+        if settings.sub_batch_size is not None:
+            # an elastic policy chose the micro-batch and steps: the global batch follows
+            m = placement.num_gpus * settings.sub_batch_size * max(1, settings.accumulation_steps)
+            t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
+                                      max(1, settings.accumulation_steps))
+        else:
+            m = b0
+            t = step_time(app, _per_node(placement), b0)
+        speed = spec.duration_s / (statistical_steps(app, b0) * t)
+        if m != b0:
+            sqr, var = grad_stats(app, b0).at(job.work_done_s / spec.duration_s)
+            m0 = init_batch(app)
+            speed *= gain(sqr, var, m / m0) / gain(sqr, var, b0 / m0)
+        return speed
+
+
+def configured_step_time(app: str, per_node: tuple[int, ...], sub_batch: int,
+                          steps: int) -> float:
+    """Step time at an explicit micro-batch and accumulation steps (elastic policies)."""
+    replicas = sum(per_node)
+    total = replicas * sub_batch * steps
+    if steps == 1:
+        # no accumulation requested: the artifact's own rule decides (the 1-GPU quirk)
+        return step_time(app, per_node, total)
+    step, sync = _curve(_app_data(app), per_node).at(sub_batch)
+    return step + (steps - 1) * max(0.0, step - sync)
+
+
+PROGRESS_MODELS = {"pollux-artifact": PolluxArtifactWorld}

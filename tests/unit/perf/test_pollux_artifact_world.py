@@ -1,0 +1,74 @@
+"""The Pollux-artifact world: statistical steps, placement step times, rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_sched.model import JobSettings, JobState, JobView, Placement, parse_cluster_spec
+from slurm_sched.perf import registry
+from slurm_sched.perf.pollux_artifact_world import (
+    PolluxArtifactWorld,
+    placement_key,
+    statistical_steps,
+    step_time,
+)
+from slurm_sched.traces.pollux_workload import isolated_run
+from tests.builders import job
+
+CLUSTER = parse_cluster_spec("16x4")
+
+
+def pollux_job(app: str, gpus: int, batch: int, **settings: int) -> JobView:
+    run = isolated_run(app, gpus, batch)
+    spec = job("j", 0, gpus, run.duration_s).model_copy(
+        update={"model": app, "batch_size": batch, "attrs": {"application": app}})
+    return JobView(spec=spec, state=JobState.RUNNING, settings=JobSettings(**settings))
+
+
+def test_steps_follow_statistical_progress_not_the_iteration_count() -> None:
+    # YOLOv3 at 64: 14,577 iterations in its validation run, 15,971 steps of gain-weighted
+    # progress (the artifact's Tiresias JCTs give 14,102 s = 15,971 x 0.883 s)
+    assert statistical_steps("yolov3", 64) == pytest.approx(15971, abs=1)
+    assert statistical_steps("imagenet", 6400) == pytest.approx(25096, abs=1)
+
+
+def test_placement_key_is_the_smallest_rotation() -> None:
+    assert placement_key((4, 2)) == "24"
+    assert placement_key((1, 2, 1)) == "112"
+    assert placement_key((0, 4)) == "4"
+
+
+def test_a_one_gpu_job_above_the_initial_batch_accumulates_once() -> None:
+    # NCF 32,768 on one GPU: two micro-batches of 16,384, not one of 32,768
+    t = step_time("ncf", (1,), 32768)
+    assert t == pytest.approx(0.0296, abs=2e-4)
+    assert t > 1.3 * 0.02132  # one micro-batch of 32,768 would take 0.0213 s
+
+
+def test_rate_gives_steps_times_step_time_and_depends_on_the_placement() -> None:
+    world = PolluxArtifactWorld()
+    v = pollux_job("yolov3", 4, 64)
+    packed = Placement.of({"n0": [0, 1, 2, 3]})
+    spread = Placement.of({"n0": [0, 1], "n1": [0, 1]})
+    rate = world.rate(v, packed, [], CLUSTER)
+    assert v.spec.duration_s / rate == pytest.approx(
+        statistical_steps("yolov3", 64) * step_time("yolov3", (4,), 64))
+    assert world.rate(v, spread, [], CLUSTER) < rate  # YOLOv3 is network-bound across nodes
+
+
+def test_a_job_without_pollux_data_runs_at_rate_one() -> None:
+    v = JobView(spec=job("x", 0, 1, 10), state=JobState.RUNNING)
+    assert PolluxArtifactWorld().rate(v, Placement.of({"n0": [0]}), [], CLUSTER) == 1.0
+
+
+def test_an_elastic_batch_change_scales_by_the_statistical_gain() -> None:
+    world = PolluxArtifactWorld()
+    p = Placement.of({"n0": [0, 1, 2, 3]})
+    fixed = pollux_job("cifar10", 4, 2048)
+    smaller = pollux_job("cifar10", 4, 2048, sub_batch_size=128, accumulation_steps=1)
+    # a quarter of the batch: cheaper steps that each count for more than a quarter
+    assert world.rate(smaller, p, [], CLUSTER) > world.rate(fixed, p, [], CLUSTER)
+
+
+def test_registered() -> None:
+    assert isinstance(registry.create("pollux-artifact"), PolluxArtifactWorld)
