@@ -162,6 +162,10 @@ class CtldKiller:
         """The kill came before a save of slurmctld's last job end (five tries failed)."""
         return (self.dir / "unsaved-end").exists()
 
+    def saves(self) -> str:
+        """Each try's save time and last job end time (unix s), one line per try."""
+        return (self.dir / "saves").read_text()
+
     def fired_text(self) -> str:
         """The command the daemon was sending when slurmctld died."""
         return (self.dir / "fired.text").read_text()
@@ -216,7 +220,9 @@ class CrashRun:
         final. Returns the figures."""
         killed = wait_for(self.killer.fired_at, 60, "slurmctld killed by the wrapper")
         # a job end slurmctld never saved leaves the job RUNNING after the restart: Slurm's loss
-        assert not self.killer.lost_a_job_end(), "slurmctld was killed before it saved a job end"
+        assert not self.killer.lost_a_job_end(), (
+            f"slurmctld was killed before it saved a job end:\n{self.killer.saves()}"
+        )
         wait_for(lambda: self.errors() >= 1, 60, "a failed cycle while slurmctld is down")
         assert self.daemon.alive, self.daemon.logs()[-3000:]
         # the outage length is the experiment's parameter, not a state to poll

@@ -216,7 +216,7 @@ def test_caller_options_override_the_profiles_and_need_a_policy_by_name() -> Non
 
     jobs = [job("a", 0, 1, 10)]
     bad = profiles.Profile(name="b", summary="", policy_options={"fifo": {"nope": 1}})
-    with pytest.raises(InputError, match="nope"):
-        simulate(jobs, CLUSTER, "fifo", profile=bad, policy_options={"also_nope": 2})
+    with pytest.raises(InputError, match="nope=2"):  # the caller's value, not the profile's 1
+        simulate(jobs, CLUSTER, "fifo", profile=bad, policy_options={"nope": 2})
     with pytest.raises(ValueError, match="by name"):
         simulate(jobs, CLUSTER, Fifo(), policy_options={"x": 1})
