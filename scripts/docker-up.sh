@@ -128,8 +128,10 @@ log "starting the cluster (${COMPOSE[*]} up -d)"
 "${COMPOSE[@]}" up -d --no-build >"$LOG_DIR/docker-compose.log" 2>&1 \
   || die "compose up failed (log: $LOG_DIR/docker-compose.log)"
 ctld=$("${COMPOSE[@]}" ps -q slurmctld)
+# "idle" exactly: a restarted slurmctld shows the nodes it recovered as "idle*" (not responding)
+# until their slurmd registers
 for ((i = 0; i < 180; i++)); do
-  idle=$(docker exec "$ctld" sinfo -h -p sched -t idle -o '%D' 2>/dev/null | head -1 || true)
+  idle=$(docker exec "$ctld" sinfo -h -N -p sched -o '%t' 2>/dev/null | grep -cx idle || true)
   [[ ${idle:-0} == 4 ]] && break
   sleep 1
 done
