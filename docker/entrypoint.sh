@@ -20,6 +20,15 @@ WAIT_S=${WAIT_S:-300}
 
 log() { echo "[entrypoint] $*" >&2; }
 
+# an image built with SLURM=24.11 holds that build under /opt/slurm-<version> (its commands are
+# linked into /usr/local/bin and /usr/local/sbin); cluster.sh is told, so that it does not look
+# for Debian's packages. 22.05 images use Debian's packages.
+for prefix in /opt/slurm-*/; do
+  if [ -x "${prefix}sbin/slurmctld" ]; then
+    export MINI_SLURM_PREFIX=${prefix%/}
+  fi
+done
+
 wait_for_controller() {
   local deadline=$(($(date +%s) + WAIT_S))
   until [ -f "$CONF" ] && SLURM_CONF=$CONF timeout 5 scontrol ping 2>/dev/null | grep UP >/dev/null; do

@@ -20,6 +20,9 @@
 #   5. `compose up -d`, then waiting until all four nodes are idle in `sinfo` and the scheduler's
 #      metrics answer.
 #
+# SLURM=24.11 builds the image with Slurm 24.11.5 from Debian's source archive (the Dockerfile's
+# build argument; about 6 minutes more); the default is Debian 12's Slurm 22.05.
+#
 # The project image is rebuilt when what it copies (package, plugin, templates, docker/)
 # changed since it was built (a digest in its label); DOCKER_UP_REBUILD=1 rebuilds it anyway.
 # Exit status 0 when the cluster is up; 1 with one line naming the failed step and its log.
@@ -31,6 +34,9 @@ PROJECT=slurm-sched
 COMPOSE_FILE=docker/compose.yaml
 BASE=debian:bookworm-slim
 IMAGE=slurm-sched:latest
+# the image's Slurm: Debian 12's 22.05 packages, or 24.11 built from Debian's source archive
+SLURM=${SLURM:-22.05}
+[[ $SLURM == 22.05 || $SLURM == 24.11 ]] || { echo "[docker-up] ERROR: SLURM must be 22.05 or 24.11, got '$SLURM'" >&2; exit 2; }
 t_start=$SECONDS
 
 log() { echo "[docker-up] $*" >&2; }
@@ -99,9 +105,10 @@ fi
 
 # ---------------------------------------------------------------- 4. the project image
 # the image is labelled with a digest of what the build copies; another digest rebuilds it
-source_digest=$(find pyproject.toml README.md slurm_sched plugin sbatch_templates docker \
+source_digest=$( (echo "SLURM=$SLURM"
+  find pyproject.toml README.md slurm_sched plugin sbatch_templates docker scripts/slurm-build.sh \
     -type f ! -path '*/__pycache__/*' ! -path 'slurm_sched/_native/*' ! -name '*.pem' -print0 \
-  | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
 built_from=$(docker image inspect -f '{{index .Config.Labels "org.slurm-sched.source"}}' \
   "$IMAGE" 2>/dev/null || true)
 if [[ ${DOCKER_UP_REBUILD:-0} == 1 || $built_from != "$source_digest" ]]; then
@@ -111,14 +118,17 @@ if [[ ${DOCKER_UP_REBUILD:-0} == 1 || $built_from != "$source_digest" ]]; then
     log "the build stage trusts $ca (copied to docker/ca/host.pem, not into the image)"
     cp "$ca" docker/ca/host.pem
   fi
-  log "building $IMAGE (log: $LOG_DIR/docker-build.log)"
+  log "building $IMAGE with Slurm $SLURM (log: $LOG_DIR/docker-build.log)"
   t0=$SECONDS
   DOCKER_BUILDKIT=0 docker build --network host -f docker/Dockerfile -t "$IMAGE" \
+    --build-arg "SLURM=$SLURM" \
     --label "org.slurm-sched.source=$source_digest" . \
     >"$LOG_DIR/docker-build.log" 2>&1 \
     || { rm -f docker/ca/host.pem; die "docker build failed (log: $LOG_DIR/docker-build.log)"; }
   rm -f docker/ca/host.pem
+  # the build stage's image, and earlier builds of the project image that this one untagged
   docker image prune -f --filter label=org.slurm-sched.stage=build >/dev/null
+  docker image prune -f --filter label=org.slurm-sched.source >/dev/null
   size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
   log "built $IMAGE in $((SECONDS - t0)) s: $((size / 1000000)) MB"
 fi

@@ -32,6 +32,9 @@ import pytest
 from slurm_sched.slurm.parse import SlurmJob, read_jobs
 from slurm_sched.slurm.states import SlurmJobState
 
+#: a real Docker daemon and cluster: deselected with the integration tests (-m 'not integration')
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "slurm-sched"
 LEASE_S = 20
