@@ -116,7 +116,7 @@ def _allowed_by_dockerignore(src: str) -> bool:
 
 
 def test_every_copied_file_passes_the_dockerignore(compose):
-    [(ctx, dockerfile)] = _contexts(compose)
+    [(_, dockerfile)] = _contexts(compose)
     for word, args in _instructions(dockerfile):
         if word in ("COPY", "ADD"):
             for src in _copy_sources(args):
