@@ -23,14 +23,14 @@ import shutil
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from slurm_sched.slurm.parse import SlurmJob, read_jobs
 from slurm_sched.slurm.states import SlurmJobState
+from tests.contract.slurm_jobs import wait_for
 
 #: a real Docker daemon and cluster: deselected with the integration tests (-m 'not integration')
 pytestmark = pytest.mark.integration
@@ -41,25 +41,12 @@ LEASE_S = 20
 OUT = "/srv/slurm/out"  # on the volume every container shares
 JOB_SCRIPT = "/opt/slurm-sched/src/sbatch_templates/checkpointed_sleep.sh"
 METRICS = "http://127.0.0.1:9810/metrics"
-T = TypeVar("T")
 
 
 def _compose_cmd() -> list[str]:
     if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
         return ["docker", "compose"]
     return ["docker-compose"]
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout_s: float,
-             step_s: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(step_s)
 
 
 class DockerCluster:
@@ -89,7 +76,7 @@ class DockerCluster:
         # share its network namespace, would be left in the old one
         subprocess.run([*self.compose, "up", "-d", "--no-build", "--no-deps", "--force-recreate",
                         "scheduler"], env=env, check=True, capture_output=True, timeout=120)
-        wait_for("the scheduler's metrics", _metrics, 60)
+        wait_for(_metrics, 60, "the scheduler's metrics")
 
     def stop_scheduler(self) -> None:
         subprocess.run(["docker", "stop", "-t", "10", self.container("scheduler")], check=True,
@@ -169,14 +156,14 @@ def _done_once(cluster: DockerCluster, ids: list[str], timeout_s: float) -> None
         jobs = cluster.jobs()
         return all(jobs[i].state is SlurmJobState.COMPLETED for i in ids)
 
-    wait_for(f"jobs {ids} to complete", all_done, timeout_s)
+    wait_for(all_done, timeout_s, f"jobs {ids} to complete")
     for i in ids:
         dones = [ln for ln in cluster.log(i).splitlines() if re.search(r"\] done\b", ln)]
         assert len(dones) == 1, (i, cluster.log(i))
 
 
 def test_metrics_answer_on_the_published_port(docker_cluster: DockerCluster) -> None:
-    text = wait_for("the scheduler's metrics", _metrics, 60)
+    text = wait_for(_metrics, 60, "the scheduler's metrics")
     assert re.search(r"^slurm_sched_up 1$", text, re.M), text[:500]
 
 
@@ -207,7 +194,7 @@ def test_a_sharing_policy_runs_two_jobs_on_one_gpu(docker_cluster: DockerCluster
         return all(jobs[i].state is SlurmJobState.COMPLETED for i in ids)
 
     try:
-        wait_for("24 Muri jobs to complete", finished_noting_shares, 240, step_s=0.3)
+        wait_for(finished_noting_shares, 240, "24 Muri jobs to complete", step_s=0.3)
     finally:
         docker_cluster.cancel_unfinished(ids)
     assert shared, "no GPU index ever ran two jobs at once"
@@ -223,8 +210,8 @@ def test_a_preempting_policy_preempts_and_slurm_requeues(docker_cluster: DockerC
     # four 4-GPU jobs fill the 16 GPUs; once each has 10 GPU-seconds they fall to the second
     # queue, and the 1-GPU jobs that come next preempt them
     big = docker_cluster.submit_all([("--gres=gpu:4", 40, 0.5, {}, 1)] * 4)
-    wait_for("the 4-GPU jobs to run", lambda: all(
-        docker_cluster.jobs()[i].state is SlurmJobState.RUNNING for i in big), 60)
+    wait_for(lambda: all(docker_cluster.jobs()[i].state is SlurmJobState.RUNNING for i in big),
+             60, "the 4-GPU jobs to run")
     small = docker_cluster.submit_all([("--gres=gpu:1", 6, 0.5, {}, 1)] * 4)
     ids = big + small
     try:
@@ -246,9 +233,9 @@ def test_killing_the_scheduler_hands_the_queue_to_slurm(docker_cluster: DockerCl
     subprocess.run(["docker", "kill", sched], check=True, capture_output=True)
     t0 = time.monotonic()
     ids = docker_cluster.submit_all([("--gres=gpu:1", 4, 0.5, {}, 1)] * 3)
-    wait_for("Slurm to start the jobs itself", lambda: all(
+    wait_for(lambda: all(
         docker_cluster.jobs()[i].state in (SlurmJobState.RUNNING, SlurmJobState.COMPLETED)
-        for i in ids), LEASE_S + 60)
+        for i in ids), LEASE_S + 60, "Slurm to start the jobs itself")
     started_after = time.monotonic() - t0
     _done_once(docker_cluster, ids, 60)
     # not before the lease: nobody else may start a managed job early
