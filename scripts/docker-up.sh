@@ -15,16 +15,18 @@
 #   3. The base image `debian:bookworm-slim`: pulled when a registry answers, otherwise made
 #      with `debootstrap --variant=minbase bookworm` from Debian's archive and `docker import`.
 #   4. The project image `slurm-sched:latest` (docker/Dockerfile, classic builder, host
-#      network), unless one built from the same sources exists. A TLS-inspecting proxy's CA: the bundle `PIP_CERT` or `REQUESTS_CA_BUNDLE`
-#      names is copied to docker/ca/ for the build stage only (docker/ca/README.md).
-#   5. `compose up -d`, then waiting until all four nodes are idle in `sinfo` and the scheduler's
-#      metrics answer.
+#      network), unless one built from the same sources exists. A TLS-inspecting proxy's CA:
+#      the bundle `PIP_CERT` or `REQUESTS_CA_BUNDLE` names is copied to docker/ca/ for the
+#      build stage only (docker/ca/README.md).
+#   5. `compose up -d`, then waiting until all four nodes are idle and responding in `sinfo`
+#      and the scheduler's metrics answer.
 #
 # SLURM=24.11 builds the image with Slurm 24.11.5 from Debian's source archive (the Dockerfile's
 # build argument; about 6 minutes more); the default is Debian 12's Slurm 22.05.
 #
-# The project image is rebuilt when what it copies (package, plugin, templates, docker/)
-# changed since it was built (a digest in its label); DOCKER_UP_REBUILD=1 rebuilds it anyway.
+# The project image is rebuilt when the files it is built from (those .dockerignore lets into
+# the build context) or the Slurm release changed since it was built (a digest in its label);
+# DOCKER_UP_REBUILD=1 rebuilds it anyway.
 # Exit status 0 when the cluster is up; 1 with one line naming the failed step and its log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -104,10 +106,11 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
 fi
 
 # ---------------------------------------------------------------- 4. the project image
-# the image is labelled with a digest of what the build copies; another digest rebuilds it
+# the image is labelled with a digest of what the build copies; another digest rebuilds it.
+# What it copies is .dockerignore's allowlist (its "!path" lines), read here, not listed twice.
+mapfile -t context < <(sed -n 's/^!//p' .dockerignore)
 source_digest=$( (echo "SLURM=$SLURM"
-  find pyproject.toml README.md slurm_sched plugin sbatch_templates docker scripts/slurm-build.sh \
-    -type f ! -path '*/__pycache__/*' ! -path 'slurm_sched/_native/*' ! -name '*.pem' -print0 \
+  find "${context[@]}" -type f ! -path '*/__pycache__/*' ! -path 'slurm_sched/_native/*' ! -name '*.pem' -print0 \
   | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16)
 built_from=$(docker image inspect -f '{{index .Config.Labels "org.slurm-sched.source"}}' \
   "$IMAGE" 2>/dev/null || true)
