@@ -51,9 +51,10 @@ PROFILE = Profile(
         # its dlas-gpu: queues as lists, running jobs ahead of waiting ones; queue jumps are
         # events (trace 3: 347,218 s vs the artifact's 347,213; every job within 1 %)
         "tiresias-3q": {"queue_order": "sim", "jump_events": True},
-        # a guarantee job reserves on the fullest node that still holds it (trace 3: 312,320 s
-        # vs 305,454; most-available node: 364,417)
-        "antman": {"guarantee_node": "best-fit"},
+        # its antman_alloc_res: a guarantee job starts on the first node that holds it, a
+        # wider one reserves whole free nodes (trace 3: 304,049 s vs 305,454, 99% of the
+        # jobs' ends within 1%; most-available node: 364,417 s, 56%)
+        "antman": {"guarantee_node": "first-fit"},
         # the isolated-throughput bug of its themis_sim_jobs (spec section 3; trace 3:
         # 397,832 s vs 397,059; fixed: 409,748)
         "themis": {"artifact_iso_bug": True},

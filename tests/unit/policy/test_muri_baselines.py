@@ -173,10 +173,10 @@ def test_exclusive_policies_never_beat_the_gpu_time_bound(policy):
     assert res.metrics.makespan_s >= bound * 1.015 - 1e-6
 
 
-def test_antman_best_fit_puts_a_guarantee_job_on_the_fullest_node_that_holds_it():
+def test_antman_first_fit_puts_a_guarantee_job_on_the_first_node_that_holds_it():
     """node-1 has 2 GPUs without a guarantee job (an opportunistic job on them), node-2 all 4.
     A 2-GPU guarantee job goes to node-2 by default (most available) and, with
-    ``guarantee_node="best-fit"``, to node-1 beside the opportunistic job."""
+    ``guarantee_node="first-fit"``, to node-1 beside the opportunistic job."""
     cluster = parse_cluster_spec("2x4")
     g0 = JobView(spec=job("g0", 0, 2, 100, attrs={"priority": 0}), state=JobState.RUNNING,
                  placement=place(**{"node-1": [0, 1]}), rate=1.0)
@@ -187,10 +187,27 @@ def test_antman_best_fit_puts_a_guarantee_job_on_the_fullest_node_that_holds_it(
     snap = ClusterSnapshot(now_s=1, cluster=cluster, jobs=(g0, o1, g2))
     most = AntMan().decide(snap, 1)
     assert [a.placement for a in most] == [place(**{"node-2": [0, 1]})]
-    best = AntMan(guarantee_node="best-fit").decide(snap, 1)
-    assert [(a.kind, a.placement) for a in best] == [("share", place(**{"node-1": [2, 3]}))]
+    first = AntMan(guarantee_node="first-fit").decide(snap, 1)
+    assert [(a.kind, a.placement) for a in first] == [("share", place(**{"node-1": [2, 3]}))]
     with pytest.raises(ValueError, match="guarantee_node"):
         AntMan(guarantee_node="x")
+
+
+def test_antman_first_fit_reserves_a_wide_job_whole_nodes_only():
+    """3 nodes x 4 GPUs; guarantee jobs hold 2 GPUs on node-1 and on node-2. An 8-GPU guarantee
+    job collects 4 + 2 + 2 available GPUs and starts by default; with "first-fit" it needs two
+    nodes whose GPUs are all available, so it reserves node-3 and waits for another."""
+    cluster = parse_cluster_spec("3x4")
+    held = tuple(
+        JobView(spec=job(f"g{i}", 0, 2, 100, attrs={"priority": 0}), state=JobState.RUNNING,
+                placement=place(**{f"node-{i}": [0, 1]}), rate=1.0) for i in (1, 2))
+    wide = JobView(spec=job("w", 1, 8, 10, attrs={"priority": 0}))
+    snap = ClusterSnapshot(now_s=1, cluster=cluster, jobs=(*held, wide))
+    most = AntMan().decide(snap, 1)
+    assert [(a.kind, a.job_id) for a in most] == [("start", "w")]
+    first = AntMan(guarantee_node="first-fit")
+    assert first.decide(snap, 1) == []
+    assert "4/8 GPU(s) reserved" in first.explain(snap, "w")
 
 
 def test_antman_fifo_ties_follow_arrival_order_not_the_id_string():
