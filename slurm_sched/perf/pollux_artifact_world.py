@@ -1,13 +1,15 @@
 """The world of Pollux's simulator (OSDI'21 artifact): job speed from its measured data.
 
 A job of a Pollux workload (application, global batch B) trains until its *statistical
-progress* reaches the end of its validation run: every step at global batch M adds
+progress* reaches the end of its last epoch: every step at global batch M adds
 ``gain(M) = (var + sqr) / (var / scale + sqr)`` (``scale = M / init_batch``) progress, with the
-gradient statistics ``sqr, var`` of the current epoch of ``validation-<B>.csv`` (the run at the
-job's own batch), and epoch ``e`` ends when progress reaches that file's ``progress`` column.
-At a fixed batch the number of steps is therefore ``S(B) = sum_e (p_e - p_{e-1}) / gain_e``,
-slightly more or less than the file's ``iteration`` count that our trace reader counts (e.g.
-YOLOv3 at 64: 15,971 vs 14,577 steps).
+gradient statistics ``sqr, var`` of the current epoch interpolated linearly in M between the
+validation runs around it, and epoch ``e`` ends when progress reaches the least of the runs'
+``progress`` at ``e`` (the artifact's ``get_grad_stats`` and ``get_progress``). At a fixed
+batch the number of steps is therefore ``S(M) = sum_e (p_e - p_{e-1}) / gain_e(M)``, slightly
+more or less than the ``iteration`` count that our trace reader counts (e.g. YOLOv3 at 64:
+15,970 vs 14,577 steps). A fixed batch B on R GPUs trains at M = R x micro-batch x (accumulation
+steps + 1), the rounded-up share of every GPU (128 on 6 GPUs: 132).
 
 A step's wall time comes from ``placements.csv`` for the job's *actual* placement (GPUs per node
 as a digit string, named by its lexicographically smallest rotation as in that file; placements
@@ -15,11 +17,12 @@ the file lacks use ``scalability.csv`` by node and replica count, as the trace r
 interpolated in the per-GPU micro-batch: ``local = ceil(B / R)`` on R GPUs,
 ``accum = ceil(local / max_local) - 1`` extra accumulation steps, at least one when a 1-GPU job's
 batch exceeds the application's smallest validated batch (the artifact's rule; NCF at 32,768
-on one GPU runs two micro-batches of 16,384), ``atomic = ceil(local / (accum + 1))``, and
-``t = step(atomic) + accum * (step(atomic) - sync(atomic))``.
+on one GPU runs two micro-batches of 16,384), ``atomic = ceil(local / (accum + 1))`` (at
+most ``max_batch / (R (accum + 1))``), and ``t = step(atomic) + accum * (step(atomic) -
+sync(atomic))``.
 
-Rate (isolated seconds of ``JobSpec.duration_s`` per wall second): ``duration_s / (S(B) * t)``,
-so a job at a fixed placement finishes after exactly ``S(B) * t`` seconds of running. When an
+Rate (isolated seconds of ``JobSpec.duration_s`` per wall second): ``duration_s / (S(M) * t)``,
+so a job at a fixed placement finishes after exactly ``S(M) * t`` seconds of running. When an
 elastic policy sets the micro-batch and steps (global batch M != B), the rate is also multiplied
 by ``gain(M) / gain(B)`` at the job's epoch (its share of work done) when the configuration
 was set, as in :mod:`slurm_sched.perf.sjf_bsbf_world` (the backend recomputes a rate only when
@@ -36,7 +39,7 @@ import csv
 from functools import lru_cache
 
 from slurm_sched.model import JobView, Placement
-from slurm_sched.perf.pollux_goodput import gain, grad_stats, init_batch
+from slurm_sched.perf.pollux_goodput import gain, grad_stats, init_batch, max_batch
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.traces.pollux_workload import (
     PolluxApplication,
@@ -56,24 +59,64 @@ def _known_apps() -> frozenset[str]:
     return frozenset(available_applications())
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
+def _validation(app: str) -> dict[int, tuple[list[float], list[float], list[float]]]:
+    """Every validation run of ``app``: batch size -> (progress, grad_sqr, grad_var) per epoch."""
+    out: dict[int, tuple[list[float], list[float], list[float]]] = {}
+    for path in sorted((default_models_dir().resolve() / app).glob("validation-*.csv")):
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        out[int(path.stem.split("-")[-1])] = (
+            [float(r["progress"]) for r in rows], [float(r["grad_sqr"]) for r in rows],
+            [float(r["grad_var"]) for r in rows])
+    return dict(sorted(out.items()))
+
+
+@lru_cache(maxsize=4096)
 def statistical_steps(app: str, batch_size: int) -> float:
     """Steps Pollux's simulator takes to finish ``app`` at a fixed global ``batch_size``.
 
-    ``sum_e (p_e - p_{e-1}) / gain_e`` over the rows of the validation file nearest (in ratio)
-    to ``batch_size``, with that row's gradient statistics and ``scale = batch_size /
-    init_batch``.
+    ``sum_e (p_e - p_{e-1}) / gain_e``: epoch ``e`` ends at progress ``p_e``, the least of the
+    validation runs' ``progress`` at that epoch; ``gain_e`` is the gain at ``scale = batch_size
+    / init_batch`` with the epoch's gradient statistics interpolated linearly in the batch size
+    between the validation runs around it (the artifact's ``get_progress`` and
+    ``get_grad_stats``).
     """
-    stats = grad_stats(app, batch_size)
-    path = default_models_dir().resolve() / app / f"validation-{stats.batch_size}.csv"
-    with open(path, newline="") as f:
-        progress = [float(r["progress"]) for r in csv.DictReader(f)]
+    runs = _validation(app)
+    batches = list(runs)
+    lo = max((b for b in batches if b <= batch_size), default=batches[0])
+    hi = min((b for b in batches if b >= batch_size), default=batches[-1])
+    w = 0.0 if hi == lo else (batch_size - lo) / (hi - lo)
+    epochs = min(len(r[0]) for r in runs.values())
     scale = batch_size / init_batch(app)
     total, prev = 0.0, 0.0
-    for p, sqr, var in zip(progress, stats.sqr, stats.var, strict=True):
+    for e in range(epochs):
+        p = min(r[0][e] for r in runs.values())
+        sqr = (1 - w) * runs[lo][1][e] + w * runs[hi][1][e]
+        var = (1 - w) * runs[lo][2][e] + w * runs[hi][2][e]
         total += (p - prev) / gain(sqr, var, scale)
         prev = p
     return total
+
+
+def _micro_batch(app: str, replicas: int, batch_size: int) -> tuple[int, int]:
+    """(micro-batch per GPU, extra accumulation steps) of a fixed global ``batch_size`` on
+    ``replicas`` GPUs (the artifact's ``update_local_bsz``; see the module docstring)."""
+    data = _app_data(app)
+    local = -(-batch_size // replicas)
+    accum = -(-local // data.max_local_bsz) - 1
+    if replicas == 1 and batch_size > init_batch(app):
+        accum = max(1, accum)
+    atomic = -(-local // (accum + 1))
+    atomic = min(atomic, max_batch(app) // (replicas * (accum + 1)))
+    return atomic, accum
+
+
+def effective_batch(app: str, replicas: int, batch_size: int) -> int:
+    """The global batch a fixed ``batch_size`` really trains at on ``replicas`` GPUs: every GPU
+    takes the rounded-up share, so 128 on 6 GPUs is 6 x 22 = 132."""
+    atomic, accum = _micro_batch(app, replicas, batch_size)
+    return replicas * atomic * (accum + 1)
 
 
 def placement_key(per_node: tuple[int, ...]) -> str:
@@ -101,15 +144,8 @@ def _curve(data: PolluxApplication, per_node: tuple[int, ...]) -> _Curve:
 @lru_cache(maxsize=65536)
 def step_time(app: str, per_node: tuple[int, ...], batch_size: int) -> float:
     """Wall seconds of one step of ``app`` at global ``batch_size`` on ``per_node`` GPUs."""
-    data = _app_data(app)
-    replicas = sum(per_node)
-    curve = _curve(data, per_node)
-    local = -(-batch_size // replicas)
-    accum = -(-local // data.max_local_bsz) - 1
-    if replicas == 1 and batch_size > init_batch(app):
-        accum = max(1, accum)
-    atomic = -(-local // (accum + 1))
-    step, sync = curve.at(atomic)
+    atomic, accum = _micro_batch(app, sum(per_node), batch_size)
+    step, sync = _curve(_app_data(app), per_node).at(atomic)
     return step + accum * max(0.0, step - sync)
 
 
@@ -133,8 +169,8 @@ class PolluxArtifactWorld(ProgressModel):
             t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
                                       max(1, settings.accumulation_steps))
         else:
-            m = b0
             t = step_time(app, _per_node(placement), b0)
+            b0 = m = effective_batch(app, placement.num_gpus, b0)  # what the steps train at
         speed = spec.duration_s / (statistical_steps(app, b0) * t)
         if m != b0:
             sqr, var = grad_stats(app, b0).at(job.work_done_s / spec.duration_s)

@@ -8,6 +8,7 @@ from slurm_sched.model import JobSettings, JobState, JobView, Placement, parse_c
 from slurm_sched.perf import registry
 from slurm_sched.perf.pollux_artifact_world import (
     PolluxArtifactWorld,
+    effective_batch,
     placement_key,
     statistical_steps,
     step_time,
@@ -26,10 +27,24 @@ def pollux_job(app: str, gpus: int, batch: int, **settings: int) -> JobView:
 
 
 def test_steps_follow_statistical_progress_not_the_iteration_count() -> None:
-    # YOLOv3 at 64: 14,577 iterations in its validation run, 15,971 steps of gain-weighted
-    # progress (the artifact's Tiresias JCTs give 14,102 s = 15,971 x 0.883 s)
-    assert statistical_steps("yolov3", 64) == pytest.approx(15971, abs=1)
-    assert statistical_steps("imagenet", 6400) == pytest.approx(25096, abs=1)
+    # YOLOv3 at 64: 14,577 iterations in its validation run, 15,970 steps of gain-weighted
+    # progress (the artifact's Tiresias JCTs give 14,102 s, 15,970 x 0.883 s plus the start)
+    assert statistical_steps("yolov3", 64) == pytest.approx(15970.3, abs=0.1)
+    assert statistical_steps("imagenet", 6400) == pytest.approx(25094.3, abs=0.1)
+
+
+def test_a_batch_between_validation_runs_interpolates_their_statistics() -> None:
+    # CIFAR-10 runs were validated at 128 and 256; 132 lies between, and a bigger batch needs
+    # fewer (but not proportionally fewer) steps
+    at128, at132, at256 = (statistical_steps("cifar10", b) for b in (128, 132, 256))
+    assert at256 < at132 < at128
+    assert at132 > at128 * 128 / 132
+
+
+def test_a_fixed_batch_trains_at_the_rounded_up_share_of_every_gpu() -> None:
+    assert effective_batch("cifar10", 6, 128) == 6 * 22
+    assert effective_batch("cifar10", 4, 128) == 128
+    assert effective_batch("yolov3", 1, 64) == 64  # 8 micro-batches of 8 (max local 8)
 
 
 def test_placement_key_is_the_smallest_rotation() -> None:
