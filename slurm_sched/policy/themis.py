@@ -36,8 +36,11 @@ artifact's published averages, ``benchmarks/crosscheck.py --policies themis -o K
 - ``lease_s``: a running job keeps its GPUs until it has run ``lease_s`` since its (re)start
   (0 = the spec: every plan may preempt it);
 - ``optimum``: which point of a non-unique min-max optimum is used, ``"least"`` (the least
-  allocation reaching the level) or ``"centre"`` (the analytic centre of the optimal face,
-  where an interior-point solver such as ECOS ends; :func:`centre_allocation`).
+  allocation reaching the level) or ``"centre"`` (the analytic centre of the optimal face;
+  :func:`centre_allocation`);
+- ``allocator`` (programmatic only): the min-max solver, :func:`min_max_allocation` by default.
+  ``benchmarks/themis_solver.py`` passes the artifact's own one (cvxpy with ECOS) to measure
+  how much its published numbers depend on the point its solver picks.
 
 Like the artifact it re-plans at arrivals and completions only (``EventGate``): its priority
 (rounds received per executed second) crosses continuously, and re-planning at every other
@@ -48,6 +51,7 @@ instead of the artifact's YARN re-placement of every job at every event.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -94,6 +98,11 @@ def min_max_allocation(
         if hi - lo <= 1e-12 * hi:
             break
     return alloc(hi)
+
+
+#: A min-max allocation solver: ``(gpus, age_s, rem_s, denom_s, capacity) -> x``, the contract of
+#: :func:`min_max_allocation` (any point of the optimal set).
+Allocator = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
 
 
 def rank_value(x: float, executed_s: float, never_run: str = "spec",
@@ -179,10 +188,12 @@ class Themis(Policy):
         lease_s: float = 0.0,
         order_by: str = "rounds",
         optimum: str = "least",
+        allocator: Allocator | None = None,
     ) -> None:
         if optimum not in ("least", "centre"):
             raise ValueError(f"optimum must be 'least' or 'centre', got {optimum!r}")
         self.optimum = optimum
+        self.allocator = allocator or min_max_allocation
         if never_run not in ("spec", "executed1", "stale"):
             raise ValueError(
                 f"never_run must be 'spec', 'executed1' or 'stale', got {never_run!r}")
@@ -240,7 +251,7 @@ class Themis(Policy):
             if self.artifact_iso_bug and j.spec.iteration_time_s:
                 scale[i] = j.spec.iteration_time_s
         denom = np.maximum(denom / scale, 1e-12)
-        x = min_max_allocation(gpus, age, rem, denom, float(total))
+        x = self.allocator(gpus, age, rem, denom, float(total))
         if self.optimum == "centre":
             x = centre_allocation(gpus, x, float(total))
         elapsed = 0.0 if self._last_event_s is None else now_s - self._last_event_s

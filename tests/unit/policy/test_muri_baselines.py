@@ -226,6 +226,23 @@ def test_themis_ties_follow_arrival_order_not_the_id_string():
     assert start["9"] == 0 and start["10"] > 0
 
 
+def test_themis_takes_its_allocation_from_the_allocator_given():
+    """Three never-run 4-GPU jobs on 4 GPUs: the one with the largest allocation x goes first,
+    so an allocator that favours the last job starts it instead of the default's choice."""
+    jobs = tuple(JobView(spec=job(f"j{i}", 0, 4, 100 * (i + 1))) for i in range(3))
+    snap = ClusterSnapshot(now_s=0, cluster=ONE_NODE, jobs=jobs)
+    seen = []
+
+    def last_first(gpus, age, rem, denom, capacity):
+        seen.append((len(gpus), capacity))
+        return np.array([0.1, 0.2, 0.7])
+
+    default = Themis().decide(snap, 0)
+    chosen = Themis(allocator=last_first).decide(snap, 0)
+    assert [a.job_id for a in chosen] == ["j2"] != [a.job_id for a in default]
+    assert seen == [(3, 4.0)]
+
+
 def test_themis_rank_value_never_run_rules():
     from slurm_sched.policy.themis import rank_value
     # spec: a job that never ran outranks any job that has run, whatever their x
