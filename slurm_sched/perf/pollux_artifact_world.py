@@ -39,7 +39,13 @@ import csv
 from functools import lru_cache
 
 from slurm_sched.model import JobView, Placement
-from slurm_sched.perf.pollux_goodput import gain, grad_stats, init_batch, max_batch
+from slurm_sched.perf.pollux_goodput import (
+    gain,
+    grad_stats,
+    init_batch,
+    max_batch,
+    validated_batches,
+)
 from slurm_sched.perf.progress import ProgressModel
 from slurm_sched.traces.pollux_workload import (
     PolluxApplication,
@@ -60,40 +66,35 @@ def _known_apps() -> frozenset[str]:
 
 
 @lru_cache(maxsize=64)
-def _validation(app: str) -> dict[int, tuple[list[float], list[float], list[float]]]:
-    """Every validation run of ``app``: batch size -> (progress, grad_sqr, grad_var) per epoch."""
-    out: dict[int, tuple[list[float], list[float], list[float]]] = {}
-    for path in sorted((default_models_dir().resolve() / app).glob("validation-*.csv")):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        out[int(path.stem.split("-")[-1])] = (
-            [float(r["progress"]) for r in rows], [float(r["grad_sqr"]) for r in rows],
-            [float(r["grad_var"]) for r in rows])
-    return dict(sorted(out.items()))
+def _epoch_ends(app: str) -> tuple[float, ...]:
+    """Progress at which each epoch of ``app`` ends: the least of its validation runs'
+    ``progress`` at that epoch (the artifact's ``get_progress``)."""
+    runs = []
+    for b in validated_batches(app):
+        with open(default_models_dir().resolve() / app / f"validation-{b}.csv", newline="") as f:
+            runs.append([float(r["progress"]) for r in csv.DictReader(f)])
+    return tuple(min(at_epoch) for at_epoch in zip(*runs, strict=False))
 
 
 @lru_cache(maxsize=4096)
 def statistical_steps(app: str, batch_size: int) -> float:
     """Steps Pollux's simulator takes to finish ``app`` at a fixed global ``batch_size``.
 
-    ``sum_e (p_e - p_{e-1}) / gain_e``: epoch ``e`` ends at progress ``p_e``, the least of the
-    validation runs' ``progress`` at that epoch; ``gain_e`` is the gain at ``scale = batch_size
-    / init_batch`` with the epoch's gradient statistics interpolated linearly in the batch size
-    between the validation runs around it (the artifact's ``get_progress`` and
-    ``get_grad_stats``).
+    ``sum_e (p_e - p_{e-1}) / gain_e``: epoch ``e`` ends at progress ``p_e``
+    (:func:`_epoch_ends`); ``gain_e`` is the gain at ``scale = batch_size / init_batch`` with the
+    epoch's gradient statistics interpolated linearly in the batch size between the validation
+    runs around it (the artifact's ``get_grad_stats``).
     """
-    runs = _validation(app)
-    batches = list(runs)
+    batches = validated_batches(app)
     lo = max((b for b in batches if b <= batch_size), default=batches[0])
     hi = min((b for b in batches if b >= batch_size), default=batches[-1])
     w = 0.0 if hi == lo else (batch_size - lo) / (hi - lo)
-    epochs = min(len(r[0]) for r in runs.values())
+    below, above = grad_stats(app, lo), grad_stats(app, hi)
     scale = batch_size / init_batch(app)
     total, prev = 0.0, 0.0
-    for e in range(epochs):
-        p = min(r[0][e] for r in runs.values())
-        sqr = (1 - w) * runs[lo][1][e] + w * runs[hi][1][e]
-        var = (1 - w) * runs[lo][2][e] + w * runs[hi][2][e]
+    for e, p in enumerate(_epoch_ends(app)):
+        sqr = (1 - w) * below.sqr[e] + w * above.sqr[e]
+        var = (1 - w) * below.var[e] + w * above.var[e]
         total += (p - prev) / gain(sqr, var, scale)
         prev = p
     return total
@@ -163,14 +164,15 @@ class PolluxArtifactWorld(ProgressModel):
             return 1.0
         b0 = int(spec.batch_size)
         settings = job.settings
-        if settings.sub_batch_size is not None:
-            # an elastic policy chose the micro-batch and steps: the global batch follows
-            m = placement.num_gpus * settings.sub_batch_size * max(1, settings.accumulation_steps)
-            t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
-                                      max(1, settings.accumulation_steps))
-        else:
+        if settings.sub_batch_size is None:
+            # a fixed batch: its steps train at what the GPUs really take
             t = step_time(app, _per_node(placement), b0)
-            b0 = m = effective_batch(app, placement.num_gpus, b0)  # what the steps train at
+            trains_at = effective_batch(app, placement.num_gpus, b0)
+            return spec.duration_s / (statistical_steps(app, trains_at) * t)
+        # an elastic policy chose the micro-batch and steps: the global batch follows
+        m = placement.num_gpus * settings.sub_batch_size * max(1, settings.accumulation_steps)
+        t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
+                                  max(1, settings.accumulation_steps))
         speed = spec.duration_s / (statistical_steps(app, b0) * t)
         if m != b0:
             sqr, var = grad_stats(app, b0).at(job.work_done_s / spec.duration_s)
