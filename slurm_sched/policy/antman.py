@@ -140,9 +140,9 @@ class _Slots:
         """The first node of ``gpu_type``, in node order, with at least ``g`` available GPUs;
         else :meth:`most_available`."""
         buckets = self._by_avail[gpu_type]
-        fits = [pos for c in range(g, len(buckets)) for pos in buckets[c]
-                if self.nodes[pos].num_gpus >= g]
-        return self.nodes[min(fits)] if fits else self.most_available(gpu_type, g)
+        first = min((pos for c in range(g, len(buckets)) for pos in buckets[c]
+                     if self.nodes[pos].num_gpus >= g), default=None)
+        return self.most_available(gpu_type, g) if first is None else self.nodes[first]
 
     def _lose_available(self, node: str) -> None:
         pos = self._pos[node]
@@ -346,23 +346,14 @@ class AntMan(Policy):
             return
         need = g - len(mine)
         rest = need % size
+        partial = [n for n in nodes if 0 < held.get(n.name, 0) < n.num_gpus]
         avail = slots_of.avail
-        whole = [n for n in nodes if n.num_gpus == size and avail[n.name] == size
-                 and n.name not in held][: need // size]
-        if rest:
-            partial = [n for n in nodes if 0 < held.get(n.name, 0) < n.num_gpus]
-            if partial:
-                last: Node | None = partial[0]
-            else:
-                open_nodes = [n for n in nodes if n not in whole and avail[n.name] > 0]
-                last = next((n for n in open_nodes if avail[n.name] >= rest), None)
-                if last is None and open_nodes:
-                    top = max(avail[n.name] for n in open_nodes)
-                    last = next(n for n in open_nodes if avail[n.name] == top)
-            if last is not None:
-                take(last, rest)
-        for n in whole:
+        for n in [n for n in nodes if n.num_gpus == size and avail[n.name] == size
+                  and n.name not in held][: need // size]:
             take(n, size)
+        if rest:
+            # reserved whole nodes have nothing available left, so they are not chosen again
+            take(partial[0] if partial else slots_of.first_fit(spec.gpu_type, rest), rest)
 
     @staticmethod
     def _launch(
