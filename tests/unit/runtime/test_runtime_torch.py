@@ -6,6 +6,7 @@ Needs torch (``pip install -e '.[torch]'``); every test runs on the CPU with one
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -431,12 +432,18 @@ def test_measured_profile_feeds_the_sjf_bsbf_iteration_model(tmp_path):
     im = iter_model(back)  # the profile's alpha/beta as SJF-BSBF's eq. (3)
     fit = back.compute_fit()
     assert (im.alpha_c, im.beta_c) == (fit.intercept, fit.slope)
-    # SJF-BSBF's own fitting code on the same samples agrees with the profile's fit
-    write_pollux_placements(back, tmp_path / "models")
+    # SJF-BSBF's own fitting code reads the profile's placements file and finds the same line.
+    # Its least squares are in log space and the profile's are not, so on noisy measurements
+    # (a loaded CI machine) the two lines differ by more than noise; on samples that lie exactly on
+    # the profile's line both must recover it.
+    on_line = dataclasses.replace(
+        back, samples=[dataclasses.replace(s, iter_time_s=fit(s.batch_size)) for s in back.samples]
+    )
+    write_pollux_placements(on_line, tmp_path / "models")
     theirs = fit_iter_model(name, tmp_path / "models")
     for s in back.samples:
-        assert theirs.t_comp(s.batch_size) == pytest.approx(im.t_comp(s.batch_size), rel=0.1)
-    errors = sorted(abs(theirs.t_comp(s.batch_size) / s.iter_time_s - 1) for s in back.samples)
+        assert theirs.t_comp(s.batch_size) == pytest.approx(im.t_comp(s.batch_size), rel=1e-3)
+    errors = sorted(abs(im.t_comp(s.batch_size) / s.iter_time_s - 1) for s in back.samples)
     assert errors[len(errors) // 2] < 0.3  # t(b) = alpha + beta b describes the measurements
 
     # ... and drives a decision the runtime applies: a sub-batch of 16 for a batch of 64
