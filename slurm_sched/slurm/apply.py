@@ -27,7 +27,13 @@ from slurm_sched.slurm.intents import UNSTART, Intents
 from slurm_sched.slurm.journal import Journal, Undo
 from slurm_sched.slurm.parse import GpuRequest, SlurmJob
 from slurm_sched.slurm.shared import PENDING_STATES, BackendState, Mismatch, log
-from slurm_sched.slurm.translate import JobContext, TranslateError, Translation, translate
+from slurm_sched.slurm.translate import (
+    MAY_START_WITHIN_S,
+    JobContext,
+    TranslateError,
+    Translation,
+    translate,
+)
 from slurm_sched.slurm.validate import Validator
 
 #: an accepted action's translation and how to take its reservation back
@@ -163,6 +169,10 @@ class Applier:
                 # a held job past its begin time starts with the release alone
                 begin_now=not (job.held and begin_passed),
                 eligible=begin_passed and not job.held,
+                # a go already sent (an earlier start whose GPUs were still busy), or a begin
+                # time passed or close: Slurm may start it before this pin lands
+                may_start=jid in self.state.intents
+                or not job.eligible_time_s > now + MAY_START_WITHIN_S,
             )
             if kind == "share" and not any(self.state.holders.get(x) for x in placement.slots()):
                 # nobody to share with: start it like a Start, so it takes a whole GPU's shards

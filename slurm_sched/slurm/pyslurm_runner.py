@@ -14,9 +14,9 @@ process. Everything else stays on the CLI path of the parent class:
   order of the lines is kept) and is counted in :attr:`PyslurmRunner.cli_fallback_lines` and
   :attr:`PyslurmRunner.fallback_reasons`: nothing is ever dropped.
 
-A line is mapped whole or not at all: a pin (``update JobId=X NodeList=.. NumNodes=..
-TresPerNode=..``) must stay ONE update so Slurm never sees half of it, so one unmapped key sends the
-whole line to the CLI.
+A line is mapped whole or not at all: a pin (``update JobId=X ResetAccrueTime NodeList=..
+NumNodes=.. TresPerNode=..``) must stay ONE update so Slurm never sees half of it, so one unmapped
+key sends the whole line to the CLI.
 
 The mapping was read in the pyslurm 25.11.0 sources (``pyslurm/core/job/job.pyx``,
 ``submission.pyx``/``.pxd``, ``utils/cstr.pyx``, ``utils/ctime.pyx``) against scontrol's
@@ -39,6 +39,8 @@ scontrol line                      pyslurm call
 Routed to the CLI on purpose (:data:`CLI_ONLY_KEYS`): ``NumNodes`` (``JobSubmitDescription`` sets
 ``min_nodes``/``max_nodes`` only when NOT updating), ``NumCPUs`` (the only attribute writing
 ``job_desc.min_cpus`` is ``min_cpus_per_node``, documented as sbatch's per-node ``--mincpus``),
+the ``ResetAccrueTime`` flag that every pin and GRES clear carries (no attribute sets that bit;
+so every pin runs through the CLI),
 and an empty value such as ``TresPerJob=`` (scontrol sends ``""``, which clears the field;
 pyslurm turns ``""`` into NULL, "not given", so the clear would silently do nothing).
 
@@ -115,6 +117,11 @@ CLI_ONLY_KEYS: dict[str, str] = {
         "the only attribute writing job_desc.min_cpus is min_cpus_per_node, documented as "
         "sbatch --mincpus (per node); not relied on"
     ),
+    # a flag, not KEY=VALUE: the pending-only guard of every pin (translate.PENDING_ONLY)
+    "ResetAccrueTime": (
+        "JobSubmitDescription sets no RESET_ACCRUE_TIME bit (its bitflags are SPREAD_JOB, "
+        "KILL_INV_DEP and USE_MIN_NODES only), and the guard must travel in the pin's own RPC"
+    ),
 }
 
 #: verb -> (``pyslurm.Job`` method, keyword arguments)
@@ -174,7 +181,8 @@ def plan_line(argv: Sequence[str] | str) -> PyslurmCall | CliFallback:
     for tok in args:
         key, eq, value = tok.partition("=")
         if not eq:
-            why.append(f"token {tok!r} is not KEY=VALUE")
+            known = tok in CLI_ONLY_KEYS
+            why.append(f"flag {tok!r} is CLI-only" if known else f"token {tok!r} is not KEY=VALUE")
             continue
         if key in seen:
             why.append(f"key {key!r} given twice")

@@ -22,8 +22,11 @@ a Share waits while an exclusive start below its GPU is still in flight (backend
 Mapping (checked on the mini cluster; ``X`` is the job id):
 
 ==============  ===============================================================================
-Start           ``[update JobId=X TresPerJob=]`` (only when switching per-job <-> per-node GRES)
-                -> ``update JobId=X NodeList=n1,n2 NumNodes=2-2 TresPerNode=gres:gpu:k``
+Start           ``[update JobId=X [ResetAccrueTime] TresPerJob=]`` (only when switching per-job
+                <-> per-node GRES)
+                -> ``update JobId=X [ResetAccrueTime] NodeList=n1,n2 NumNodes=2-2
+                TresPerNode=gres:gpu:k`` (``ResetAccrueTime`` unless the job is under a lease;
+                below)
                 -> ``update JobId=X StartTime=now``
                 (``TresPerJob=gres:gpu:N`` when the per-node counts differ; fields that would
                 not change are left out; the go only when the begin time is ahead)
@@ -56,6 +59,21 @@ GRES rules on 22.05 (found by experiment, see docs/slurm-backend.md):
 - ``TresPerNode`` gives every node the same count; non-uniform placements use ``TresPerJob``
   and Slurm splits the total (lowest-numbered nodes filled first).
 
+A pin must only ever apply to a PENDING job. A job can leave PENDING between the snapshot and
+the pin when Slurm may start it on its own: its begin time has passed or is close (a lease that
+ran out), or a start of an earlier call was let go and its GPUs were still busy, so the policy
+places it again. On a RUNNING job Slurm treats ``NodeList=`` as a *shrink*: it kills the job's
+steps on the nodes left out, removes them from the job, and only then refuses the other fields
+("Job is no longer pending execution"). For such a job (:attr:`JobContext.may_start`) the clear
+and the pin carry ``ResetAccrueTime``: slurmctld's ``_update_job`` checks that flag before
+``NodeList`` and refuses it, with the whole update, for a job that is not pending (22.05.8 and
+24.11.5 ``job_mgr.c``; shown on the mini cluster by
+``tests/integration/test_cluster.py::test_pin_never_shrinks_a_running_job``). On a pending job it
+only resets the accrue time (Slurm's age priority factor and ``MaxJobsAccrue``); a job under its
+lease has none yet (``AccrueTime=Unknown``), so there the flag would do nothing, and a job whose
+lease is more than :data:`MAY_START_WITHIN_S` ahead cannot start before the pin lands and goes
+without it. ``uhold`` is no such guard: it succeeds on a running job.
+
 Shard counts: with ``S`` shards per GPU and at most ``C`` jobs per GPU, a started shard job takes
 ``S - (C - 1)`` shards and a sharing job takes 1. A started job therefore never fits on a GPU
 that already has a job (at most ``C - 1`` shards left there, fewer than it needs when
@@ -84,6 +102,12 @@ from slurm_sched.model import (
 from slurm_sched.slurm.parse import GpuRequest
 
 CHECKPOINT_SIGNAL = "USR1"
+#: The flag that makes an update fail, with all its fields, unless the job is PENDING (see the
+#: module docstring): a pin must never reach a job Slurm has just started.
+PENDING_ONLY = "ResetAccrueTime"
+#: A job whose begin time is less than this far ahead when its pin is planned may be started by
+#: Slurm before the pin lands (an ``apply`` call runs all its stages within a few seconds).
+MAY_START_WITHIN_S = 30.0
 
 
 class TranslateError(SlurmSchedError):
@@ -128,6 +152,10 @@ class JobContext:
     begin_now: bool = True
     #: pending, not held, begin time passed: Slurm's own scheduler may start it any moment
     eligible: bool = False
+    #: Slurm may start the job before the pin lands (begin time passed or within
+    #: MAY_START_WITHIN_S, a go of an earlier start in flight, or not known): the clear and the
+    #: pin carry PENDING_ONLY. False only for a pending job under a lease well ahead.
+    may_start: bool = True
 
 
 @dataclass(frozen=True)
@@ -212,7 +240,8 @@ def pin_stages(
     jid = ctx.job_id
     clear, gres = gres_fields(placement, ctx.request, share=share, shards=shards)
     nodes = placement.nodes
-    pin = ["update", f"JobId={jid}", f"NodeList={','.join(nodes)}"]
+    guard = [PENDING_ONLY] if ctx.may_start else []
+    pin = ["update", f"JobId={jid}", *guard, f"NodeList={','.join(nodes)}"]
     if ctx.node_count != len(nodes):
         pin.append(f"NumNodes={len(nodes)}-{len(nodes)}")
     current = {"TresPerNode": ctx.tres_per_node, "TresPerJob": ctx.tres_per_job}
@@ -232,7 +261,7 @@ def pin_stages(
     if hold:
         stages.append((_sc("uhold", jid),))
     if clear:
-        stages.append((_sc("update", f"JobId={jid}", *clear),))
+        stages.append((_sc("update", f"JobId={jid}", *guard, *clear),))
     stages.append((_sc(*pin),))
     if ctx.begin_now:
         stages.append((start_now_cmd(jid),))

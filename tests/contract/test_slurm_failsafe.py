@@ -98,7 +98,7 @@ def test_start_then_failure_in_slurm_is_data_and_rolled_back(tmp_path: Path) -> 
     backend.snapshot()
     # job 28 is held in the recording (an older plugin), without a begin time: the node list
     # changes, then StartTime=now, and the release would follow
-    bad_pin = "update JobId=28 NodeList=a100-1"
+    bad_pin = "update JobId=28 ResetAccrueTime NodeList=a100-1"
     runner.errors[bad_pin] = "Requested node configuration is not available"
     [r] = backend.apply([Start(job_id="28", placement=Placement.of({"a100-1": [2, 3]}))])
     assert not r.ok and "node configuration" in (r.error or "")
@@ -295,6 +295,31 @@ def test_preempt_of_a_pinned_job_not_started_yet_gives_it_a_lease_again(tmp_path
     assert backend.snapshot().job("60").state is JobState.PENDING
 
 
+def test_a_start_placed_again_while_its_go_is_in_flight_is_pinned_pending_only(
+    tmp_path: Path,
+) -> None:
+    """A job let go whose GPUs were taken meanwhile is shown PENDING and may be placed again,
+    while Slurm may start it on the first pin at any moment (even if the snapshot still shows its
+    old begin time): the second pin carries ResetAccrueTime, so that it cannot shrink the job
+    that Slurm started in between. The first pin, of a job under its lease, goes without it."""
+    doc = squeue_with(("60", LEASED_1_GPU))
+    backend, runner = make(doc, tmp_path)
+    backend.snapshot()
+    [r] = backend.apply([Start(job_id="60", placement=Placement.of({"v100-2": [1]}))])
+    assert r.ok, r.error
+    assert runner.lines[-2:] == ["update JobId=60 NodeList=v100-2", "update JobId=60 StartTime=now"]
+    on_v100_2 = {"nodes": "v100-2", "allocated_nodes": [{"nodename": "v100-2"}]}
+    busy = {"job_state": "RUNNING", "partition": "direct", "nodes": "v100-2",
+            "gres_detail": ["gpu:v100:3(IDX:1-3)"], "tres_per_node": "gres:gpu:3",
+            "job_resources": on_v100_2}  # fmt: skip
+    runner.squeue = squeue_with(("60", LEASED_1_GPU), ("36", busy))
+    snap = backend.snapshot()
+    assert snap.job("60").state is JobState.PENDING  # its GPUs are taken: placed again
+    [again] = backend.apply([Start(job_id="60", placement=Placement.of({"a100-1": [2]}))])
+    assert again.ok, again.error
+    assert "update JobId=60 ResetAccrueTime NodeList=a100-1" in runner.lines
+
+
 def test_pin_sets_numnodes_unless_slurm_holds_the_job_to_exactly_that_count(
     tmp_path: Path,
 ) -> None:
@@ -464,7 +489,7 @@ def test_dry_run_backend_changes_nothing_and_forgets_its_actions(tmp_path: Path)
     assert r.ok, r.error
     assert runner.lines == []  # nothing reached Slurm: no start, no renewal, no hold
     assert backend.dry_commands == [
-        "scontrol update JobId=28 NodeList=a100-1",
+        "scontrol update JobId=28 ResetAccrueTime NodeList=a100-1",
         "scontrol update JobId=28 StartTime=now",
         "scontrol release 28",
     ]
@@ -586,7 +611,7 @@ def test_migrate_requeues_then_pins_where_asked_once_slurm_shows_the_requeue(
     _requeue_then_repin(
         tmp_path,
         Migrate(job_id="29", placement=Placement.of({"a100-2": [3]})),
-        ["update JobId=29 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:1",
+        ["update JobId=29 ResetAccrueTime NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:1",
          "update JobId=29 StartTime=now"],
     )  # fmt: skip
 
@@ -596,7 +621,7 @@ def test_migrate_on_its_own_node_waits_out_the_revoked_credential(tmp_path: Path
     _requeue_then_repin(
         tmp_path,
         Migrate(job_id="29", placement=Placement.of({"a100-1": [2]})),
-        ["update JobId=29 NodeList=a100-1 NumNodes=1-1 TresPerNode=gres:gpu:1",
+        ["update JobId=29 ResetAccrueTime NodeList=a100-1 NumNodes=1-1 TresPerNode=gres:gpu:1",
          "update JobId=29 StartTime=now"],
         grace_s=REQUEUE_GRACE_S,
     )  # fmt: skip
@@ -606,6 +631,6 @@ def test_reconfigure_to_two_gpus_pins_the_new_count(tmp_path: Path) -> None:
     _requeue_then_repin(
         tmp_path,
         Reconfigure(job_id="29", placement=Placement.of({"a100-2": [1, 3]})),
-        ["update JobId=29 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:2",
+        ["update JobId=29 ResetAccrueTime NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:2",
          "update JobId=29 StartTime=now"],
     )  # fmt: skip

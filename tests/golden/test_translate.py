@@ -60,7 +60,7 @@ def ctx(
 CASES: list[tuple[str, Action, JobContext]] = [
     ("start, one node", Start(job_id="101", placement=P({"a100-1": [0, 1]})), ctx("101")),
     (
-        "start, fresh job under its lease: the node list and StartTime=now, nothing else",
+        "start, fresh job under its lease: NodeList and StartTime=now, nothing else (no guard)",
         Start(job_id="121", placement=P({"a100-1": [0, 1]})),
         JobContext(
             "121",
@@ -68,6 +68,7 @@ CASES: list[tuple[str, Action, JobContext]] = [
             node_count=1,
             tres_per_node="gres:gpu:2",
             tres_per_job="",
+            may_start=False,
         ),
     ),
     (
@@ -79,6 +80,7 @@ CASES: list[tuple[str, Action, JobContext]] = [
             node_count=1,
             tres_per_node="gres:gpu:2",
             tres_per_job="",
+            may_start=False,
         ),
     ),
     (

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from slurm_sched.model import Placement
 from slurm_sched.protocol.hints import JobHints, encode_hints, parse_hints
 from slurm_sched.slurm.cluster import MiniCluster
 from slurm_sched.slurm.parse import SlurmJob
+from slurm_sched.slurm.translate import PENDING_ONLY, JobContext, ShardConfig, pin_stages
 from tests.contract.slurm_jobs import squeue_jobs
 
 NODES = {"a100-1": "a100", "a100-2": "a100", "v100-1": "v100", "v100-2": "v100"}
@@ -196,6 +198,34 @@ def test_requeue_gives_the_job_a_lease_and_a_pin_restarts_it_elsewhere(slurm_clu
     pin(slurm_cluster, job_id, "v100-2")
     wait_for("job running again", lambda: state(slurm_cluster, job_id) == "RUNNING")
     assert jobs(slurm_cluster)[job_id].nodes == ("v100-2",)
+
+
+def test_pin_never_shrinks_a_running_job(slurm_cluster, submit):
+    """A pin that reaches a job Slurm has just started is refused whole: its ResetAccrueTime
+    fails before NodeList is looked at. Without it, Slurm takes NodeList as a shrink of the
+    running job (its steps on the other nodes killed) and refuses only the remaining fields."""
+    job_id = submit("-N", "2", "--gres=gpu:1", "-o", "/dev/null", "--wrap", "sleep 60")
+    run(
+        slurm_cluster, "scontrol", "update", f"JobId={job_id}", "NodeList=a100-1,a100-2",
+        "NumNodes=2-2", "StartTime=now",
+    )  # fmt: skip
+    wait_for("job running", lambda: state(slurm_cluster, job_id) == "RUNNING")
+    job = jobs(slurm_cluster)[job_id]
+    assert job.nodes == ("a100-1", "a100-2")
+    # the scheduler's pin for another placement, from a snapshot that still showed it PENDING
+    ctx = JobContext(str(job_id), job.gpu_request, node_count=2, tres_per_node=job.tres_per_node)
+    stages = pin_stages(ctx, Placement.of({"a100-1": [0, 1]}), share=False, shards=ShardConfig())
+    (pin_cmd,) = stages[0]
+    assert PENDING_ONLY in pin_cmd.argv and any(a.startswith("NodeList=") for a in pin_cmd.argv)
+    refused = run(slurm_cluster, *pin_cmd.argv, check=False)
+    assert refused.returncode != 0 and "no longer pending" in refused.stderr, refused
+    job = jobs(slurm_cluster)[job_id]
+    assert (str(job.state), job.nodes) == ("RUNNING", ("a100-1", "a100-2"))
+    # the same update without the guard: the job loses a100-2, although scontrol reports failure
+    unguarded = [a for a in pin_cmd.argv if a != PENDING_ONLY]
+    shrunk = run(slurm_cluster, *unguarded, check=False)
+    assert shrunk.returncode != 0 and "no longer pending" in shrunk.stderr, shrunk
+    assert jobs(slurm_cluster)[job_id].nodes == ("a100-1",)
 
 
 def test_two_shard_jobs_share_one_gpu(slurm_cluster, submit, tmp_path: Path):

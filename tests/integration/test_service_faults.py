@@ -239,5 +239,6 @@ def test_shadow_mode_changes_nothing(slurm_cluster: MiniCluster, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert after.state == "PENDING"
     assert after.eligible_time_s == before.eligible_time_s  # not renewed, not started
+    # under its lease: the pin needs no pending-only guard
     assert f"would run: scontrol update JobId={jid} NodeList=" in proc.stderr, proc.stderr
     assert "shadow cycle:" in proc.stderr

@@ -157,11 +157,12 @@ def test_once_reconciles_then_runs_one_cycle_with_leases_and_pins(tmp_path: Path
     assert rows[0]["event"] == "reconcile" and rows[0]["resumed"] == ["32"]
     starts = [r for r in rows if r.get("kind") == "start"]
     assert starts and all(r["ok"] and r["commands"] for r in starts)
-    assert all(r["commands"][0].startswith(f"scontrol update JobId={r['job_id']} NodeList=")
-               for r in starts)
+    pin = "scontrol update JobId={} ResetAccrueTime NodeList="
+    assert all(r["commands"][0].startswith(pin.format(r["job_id"])) for r in starts)
     pin_38 = next(r["commands"] for r in starts if r["job_id"] == "38")  # under its lease
     assert pin_38 == [  # the pin, then the go
-        "scontrol update JobId=38 NodeList=a100-2 NumNodes=1-1 TresPerNode=gres:gpu:2",
+        "scontrol update JobId=38 ResetAccrueTime NodeList=a100-2 NumNodes=1-1 "
+        "TresPerNode=gres:gpu:2",
         "scontrol update JobId=38 StartTime=now",
     ]
     assert rows[-1]["event"] == "stop"
