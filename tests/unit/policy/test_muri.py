@@ -501,7 +501,9 @@ def test_trace_units_and_isolated_iteration():
     assert j0.duration_s == pytest.approx(5_853_661 * 0.490)
     assert iso_iteration_ms(j0) == 490.0 and job_profile(j0) == (446.0, 8.0, 0.0)
     bound = sum(j.num_gpus * j.duration_s for j in jobs) / 64
-    assert bound == pytest.approx(21_562_131, rel=1e-6)
+    # the spec's 21,562,131 s sums the duration column, which rounds each job up to a second
+    assert bound == pytest.approx(21_562_101, rel=1e-6)
+    assert bound <= 21_562_131 <= bound + len(jobs) * 32 / 64
 
 
 def test_every_job_completes_exactly_its_work_in_the_muri_world():

@@ -96,13 +96,22 @@ def test_muri_converts_milliseconds_to_seconds() -> None:
     # line 3: 1,8,201694000,8787693,dqn,128,4472936000,201694000,509,435,8,0.5,0
     job = jobs["1"]
     assert job.submit_time_s == 201694.0
-    assert job.duration_s == 4472936.0
+    # the duration column (4,472,936 s) is iterations x iteration time rounded up: the product
+    assert job.duration_s == pytest.approx(8787693 * 0.509)
+    assert job.duration_s != 4472936.0
     assert job.num_gpus == 8
     assert job.iterations == 8787693
     assert job.model == "dqn"
     assert job.batch_size == 128
     assert job.stage_times_ms == (435.0, 8.0, 0.5)
     assert job.attrs == {"iteration_time_ms": 509.0, "priority": 0}
+
+
+def test_muri_duration_far_from_its_iterations_stays_as_written() -> None:
+    # cluster_trace.csv line 2: 0,8,0,10956,gpt2,4,5095000,91000,437,...: 10,956 x 437 ms is
+    # 4,787.8 s, not the 5,095 s measured on the testbed
+    job = read_trace(bundled("muri/cluster_trace.csv"))[0]
+    assert (job.job_id, job.duration_s) == ("0", 5095.0)
 
 
 def test_ties_keep_file_order() -> None:
