@@ -50,6 +50,11 @@ def test_the_peer_averages_are_the_published_ones(xc) -> None:
     tiresias = pairs["pollux/workloads-1.5/workload-1/tiresias"]
     assert tiresias.avg_jct_s == pytest.approx(5520.29, abs=0.01)
     assert sum(tiresias.jobs.values()) / len(tiresias.jobs) == pytest.approx(5520.29, abs=0.01)
+    # Themis on trace 3: the published average, the jobs of the artifact's code as stored
+    themis = pairs["muri/trace3/themis"]
+    assert themis.avg_jct_s == 397059
+    assert len(themis.jobs) == 992
+    assert sum(themis.jobs.values()) / 992 == pytest.approx(411777.3, abs=0.1)
     # published only: trace 3' (all submits at 0) for Themis
     assert pairs["muri/trace3_pr/themis"].jobs is None
     assert pairs["muri/trace3_pr/themis"].avg_jct_s == 1502768
