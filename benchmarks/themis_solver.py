@@ -69,19 +69,27 @@ class EcosAllocator:
         x = cp.Variable(n)
         level = age_s / denom_s + cp.multiply(rem_s / denom_s, cp.inv_pos(x))
         problem = cp.Problem(cp.Minimize(cp.max(level)), [x >= 0, x <= 1, gpus @ x <= capacity])
+        if not self.solve(problem):
+            return min_max_allocation(gpus, age_s, rem_s, denom_s, capacity)
+        out = np.asarray(x.value, dtype=float)
+        out[rem_s <= 0] = 0.0
+        return out
+
+    def solve(self, problem: object) -> bool:
+        """Solve a cvxpy ``problem`` with ECOS and count it; False if ECOS failed."""
+        import cvxpy as cp
+
         self.solves += 1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Solution may be inaccurate": counted below
             try:
-                problem.solve(solver="ECOS")
+                problem.solve(solver="ECOS")  # type: ignore[attr-defined]
             except cp.error.SolverError:
                 self.failed += 1
-                return min_max_allocation(gpus, age_s, rem_s, denom_s, capacity)
-        if problem.status != "optimal":
+                return False
+        if problem.status != "optimal":  # type: ignore[attr-defined]
             self.inaccurate += 1
-        out = np.asarray(x.value, dtype=float)
-        out[rem_s <= 0] = 0.0
-        return out
+        return True
 
 
 class LiteralEcosAllocator(EcosAllocator):
@@ -115,19 +123,11 @@ class LiteralEcosAllocator(EcosAllocator):
             terms.append((age_s[i] + rem_s[i] / it_s * cp.inv_pos(tput * x[k])) / denom_s[i])
         goal = terms[0] if len(terms) == 1 else cp.maximum(*terms)
         problem = cp.Problem(cp.Minimize(goal), [x >= 0, x <= 1, gpus[order] @ x <= capacity])
-        self.solves += 1
-        out = np.zeros(len(ids))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Solution may be inaccurate": counted below
-            try:
-                problem.solve(solver="ECOS")
-            except cp.error.SolverError:
-                self.failed += 1
-                out = min_max_allocation(gpus, age_s, rem_s, denom_s, capacity)
-            else:
-                if problem.status != "optimal":
-                    self.inaccurate += 1
-                out[order] = np.asarray(x.value, dtype=float)
+        if self.solve(problem):
+            out = np.zeros(len(ids))
+            out[order] = np.asarray(x.value, dtype=float)
+        else:
+            out = min_max_allocation(gpus, age_s, rem_s, denom_s, capacity)
         out[rem_s <= 0] = 0.0
         self._remember(order, out, gpus)
         return out
