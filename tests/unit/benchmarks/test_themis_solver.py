@@ -31,3 +31,37 @@ def test_a_missing_solver_is_named_with_the_install_command(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert "cvxpy is missing" in err and "pip install cvxpy==1.9.3 ecos==2.0.14" in err
     assert not out.exists()
+
+
+class _Spec:
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+
+class _Job:
+    def __init__(self, job_id: str, executed_s: float) -> None:
+        self.spec = _Spec(job_id)
+        self.executed_s = executed_s
+
+    def executed_at(self, now_s: float) -> float:
+        return self.executed_s
+
+
+def test_the_literal_form_keeps_the_artifacts_runnable_list_order(monkeypatch):
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("themis_solver", BENCH / "themis_solver.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "themis_solver", mod)
+    spec.loader.exec_module(mod)
+    alloc = mod.LiteralEcosAllocator()
+    # a never ran (rank x * 1e9), c has more rounds per executed second than b
+    alloc.jobs = [_Job("a", 0.0), _Job("b", 100.0), _Job("c", 50.0)]
+    alloc.now_s = 10.0
+    alloc._remember([0, 1, 2], np.array([0.5, 0.2, 0.2]), np.array([1.0, 4.0, 1.0]))
+    # rank order a, c, b; then by GPU count, descending and stable: b, a, c
+    assert alloc._order == ["b", "a", "c"]
+    # the time each job should have received grows by its share of the elapsed time
+    assert alloc._should_s == {"a": 5.0, "b": 2.0, "c": 2.0}
