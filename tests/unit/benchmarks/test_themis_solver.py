@@ -1,5 +1,5 @@
 """``benchmarks/themis_solver.py``: without the artifact's solver installed it says what to
-install and exits 2, writing nothing."""
+install and exits 2, writing nothing; the literal form keeps the artifact's variable order."""
 
 from __future__ import annotations
 
@@ -8,16 +8,24 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
-def test_a_missing_solver_is_named_with_the_install_command(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def mod(monkeypatch):
+    """The script, imported for this test only (it imports ``crosscheck`` beside it)."""
     monkeypatch.syspath_prepend(str(BENCH))
     spec = importlib.util.spec_from_file_location("themis_solver", BENCH / "themis_solver.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "themis_solver", mod)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_missing_solver_is_named_with_the_install_command(mod, tmp_path, monkeypatch, capsys):
     real_import = builtins.__import__
 
     def no_cvxpy(name, *args, **kwargs):
@@ -47,15 +55,9 @@ class _Job:
         return self.executed_s
 
 
-def test_the_literal_form_keeps_the_artifacts_runnable_list_order(monkeypatch):
+def test_the_literal_form_keeps_the_artifacts_runnable_list_order(mod):
     import numpy as np
 
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("themis_solver", BENCH / "themis_solver.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "themis_solver", mod)
-    spec.loader.exec_module(mod)
     alloc = mod.LiteralEcosAllocator()
     # a never ran (rank x * 1e9), c has more rounds per executed second than b
     alloc.jobs = [_Job("a", 0.0), _Job("b", 100.0), _Job("c", 50.0)]
