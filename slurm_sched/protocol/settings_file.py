@@ -14,6 +14,13 @@ it starts, restarts or reconfigures a job; read by the job runtime when it (re)s
 ``gpu_indices`` is what the policy asked for; Slurm picks the real devices (the job's
 ``CUDA_VISIBLE_DEVICES`` is authoritative).
 
+The file also keeps, under ``"earlier"``, up to :data:`EARLIER_KEPT` earlier documents for other
+node sets (newest first, without their own ``"earlier"``). A pending job whose earlier start was
+let go may be started by Slurm on the earlier nodes at any moment before a new pin lands, or
+after a scheduler killed between writing the file and pinning: whichever nodes the job starts
+on, the file holds the decision made for them. Readers take the newest document for their nodes
+(:func:`settings_entry_for`).
+
 ``<dir>/<jobid>.progress.json`` — written by the job runtime after every iteration (or every few
 seconds); read by the scheduler into ``JobView.work_done_s``::
 
@@ -35,6 +42,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +52,8 @@ from slurm_sched.model import JobSettings, JobSpec, Placement
 log = logging.getLogger(__name__)
 
 SETTINGS_DIR_ENV = "SLURM_SCHED_SETTINGS_DIR"
+#: earlier settings documents (other node sets) a settings file keeps besides the newest
+EARLIER_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -137,10 +147,22 @@ class SettingsStore:
         placement: Placement | None,
         shares_with: tuple[str, ...] = (),
     ) -> Path:
+        """Write the job's settings for ``placement`` as the newest document, keeping the
+        earlier ones of other node sets (see the module docstring)."""
         path = self.settings_path(job_id)
         if self.read_only:
             return path
-        atomic_write_json(path, self.settings_document(job_id, settings, placement, shares_with))
+        doc = self.settings_document(job_id, settings, placement, shares_with)
+        earlier: list[dict[str, Any]] = []
+        seen = {_node_set(doc)}
+        for entry in settings_entries(self.read_settings(job_id)):
+            nodes = _node_set(entry)
+            if nodes not in seen and len(earlier) < EARLIER_KEPT:
+                seen.add(nodes)
+                earlier.append(entry)
+        if earlier:
+            doc["earlier"] = earlier
+        atomic_write_json(path, doc)
         return path
 
     def read_settings(self, job_id: str) -> dict[str, Any] | None:
@@ -209,6 +231,49 @@ class SettingsStore:
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("ignoring malformed ledger of job %s: %s", job_id, exc)
             return None
+
+
+def _node_set(doc: Mapping[str, Any]) -> frozenset[str]:
+    nodes = doc.get("gpus_per_node")
+    return frozenset(nodes) if isinstance(nodes, dict) else frozenset()
+
+
+def settings_entries(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The documents of a settings file, newest first, each without ``"earlier"``."""
+    if not isinstance(doc, Mapping):
+        return []
+    newest = {k: v for k, v in doc.items() if k != "earlier"}
+    earlier = doc.get("earlier")
+    rest = [e for e in earlier if isinstance(e, dict)] if isinstance(earlier, list) else []
+    return [newest, *({k: v for k, v in e.items() if k != "earlier"} for e in rest)]
+
+
+def settings_entry_for(
+    doc: Mapping[str, Any] | None,
+    *,
+    nodes: Iterable[str] = (),
+    node_count: int | None = None,
+) -> dict[str, Any] | None:
+    """The newest document of a settings file made for a run on ``nodes`` (each of them in its
+    ``gpus_per_node``) spanning ``node_count`` nodes; a document without a placement fits any
+    run. None when no document fits: the run is not on nodes the scheduler chose."""
+    wanted = set(nodes)
+    for entry in settings_entries(doc):
+        placed = _node_set(entry)
+        if not placed:
+            return entry
+        if wanted <= placed and (node_count is None or node_count == len(placed)):
+            return entry
+    return None
+
+
+def settings_from_document(doc: Mapping[str, Any]) -> JobSettings:
+    """The :class:`JobSettings` fields of a settings document (other keys ignored).
+
+    Raises:
+        pydantic.ValidationError: a field's value is not valid.
+    """
+    return JobSettings.model_validate({k: doc[k] for k in JobSettings.model_fields if k in doc})
 
 
 def work_done_s(spec: JobSpec, progress: Progress | None, executed_s: float) -> float:

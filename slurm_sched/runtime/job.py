@@ -6,7 +6,10 @@ settings only by restarting it):
 1. the per-job settings file the Slurm backend writes before it starts, restarts or
    reconfigures a job: ``<settings dir>/<SLURM_JOB_ID>.json``
    (:class:`slurm_sched.protocol.settings_file.SettingsStore`); the directory is
-   ``$SLURM_SCHED_SETTINGS_DIR``, else ``$MINI_SLURM_STATE/job-settings`` (the mini cluster's);
+   ``$SLURM_SCHED_SETTINGS_DIR``, else ``$MINI_SLURM_STATE/job-settings`` (the mini cluster's).
+   Of its documents, the newest made for this run's nodes counts (this node, ``SLURMD_NODENAME``,
+   among them and ``SLURM_JOB_NUM_NODES`` of them); when none is, Slurm started the job where
+   the scheduler did not place it, and the file is ignored with a warning;
 2. the job's hints (``sbatch --comment``, :mod:`slurm_sched.protocol.hints`): from
    ``$SLURM_SCHED_HINTS`` if set, else read back from Slurm with ``squeue``; they give the plan
    the job was submitted with (``plans[0]``), its global batch and iteration count;
@@ -31,7 +34,13 @@ from pydantic import ValidationError
 from slurm_sched.errors import InputError
 from slurm_sched.model import JobSettings
 from slurm_sched.protocol.hints import JobHints, parse_hints
-from slurm_sched.protocol.settings_file import SETTINGS_DIR_ENV, SettingsStore
+from slurm_sched.protocol.settings_file import (
+    SETTINGS_DIR_ENV,
+    SettingsStore,
+    settings_entries,
+    settings_entry_for,
+    settings_from_document,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +127,23 @@ class JobContext:
         return ", ".join(parts)
 
 
-def _settings_from_doc(doc: Mapping[str, Any]) -> JobSettings:
-    fields = {k: doc[k] for k in JobSettings.model_fields if k in doc}
-    return JobSettings.model_validate(fields)
+def _entry_for_this_run(
+    doc: dict[str, Any] | None, env: Mapping[str, str], path: Path, warnings: list[str]
+) -> dict[str, Any] | None:
+    """The settings document made for the nodes this run is on (see the module docstring)."""
+    if doc is None:
+        return None
+    node = env.get("SLURMD_NODENAME")
+    count = env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES")
+    node_count = int(count) if count and count.isdigit() else None
+    entry = settings_entry_for(doc, nodes=[node] if node else [], node_count=node_count)
+    if entry is None:
+        placed = [sorted(e.get("gpus_per_node") or {}) for e in settings_entries(doc)]
+        warnings.append(
+            f"{path}: no settings for this run on {node} ({node_count or '?'} node(s)); the "
+            f"scheduler placed the job on {placed}; ignored"
+        )
+    return entry
 
 
 def load_job_context(
@@ -154,12 +177,12 @@ def load_job_context(
     if d is not None and job_id is not None:
         store = SettingsStore(d)
         path = store.settings_path(job_id)
-        doc = store.read_settings(job_id)
+        doc = _entry_for_this_run(store.read_settings(job_id), env, path, warnings)
         if doc is not None:
             try:
                 return JobContext(
                     job_id,
-                    _settings_from_doc(doc),
+                    settings_from_document(doc),
                     parsed_hints,
                     "file",
                     path,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_sched.errors import InputError
-from slurm_sched.model import JobSettings
+from slurm_sched.model import JobSettings, Placement
 from slurm_sched.protocol.settings_file import SettingsStore
 from slurm_sched.runtime import launch
 from slurm_sched.runtime.accumulation import micro_batch_sizes, shard_bounds
@@ -136,6 +136,51 @@ def test_bad_settings_file_and_bad_hints_fall_back_with_warnings(tmp_path):
     assert ctx.settings == JobSettings()
     assert any("accumulation_steps" in w and "= 0" in w for w in ctx.warnings)
     assert any("batch_size" in w for w in ctx.warnings)
+
+
+def test_a_run_takes_the_settings_written_for_its_own_nodes(tmp_path):
+    """A job released on a100-1 and placed again on a100-2 may still be started by Slurm on
+    a100-1 (the earlier go) after the second file was written: it runs with the first one."""
+    store = SettingsStore(tmp_path)
+    store.write_settings("42", JobSettings(accumulation_steps=2), Placement.of({"a100-1": [0]}))
+    store.write_settings("42", JobSettings(accumulation_steps=4), Placement.of({"a100-2": [1]}))
+    on = {"SLURM_SCHED_HINTS": '{"v":1}', "SLURM_JOB_NUM_NODES": "1"}
+    first = load_job_context(env=_env(tmp_path, SLURMD_NODENAME="a100-1", **on))
+    second = load_job_context(env=_env(tmp_path, SLURMD_NODENAME="a100-2", **on))
+    assert (first.settings.accumulation_steps, second.settings.accumulation_steps) == (2, 4)
+    assert first.settings_doc["gpus_per_node"] == {"a100-1": 1}
+    assert "earlier" not in first.settings_doc
+    assert first.warnings == second.warnings == ()
+
+
+def test_a_run_on_nodes_the_scheduler_did_not_choose_ignores_the_file(tmp_path):
+    SettingsStore(tmp_path).write_settings(
+        "42", JobSettings(accumulation_steps=4), Placement.of({"a100-1": [0], "a100-2": [0]})
+    )
+    hints = '{"v":1,"plans":["gc"]}'
+    elsewhere = load_job_context(
+        env=_env(
+            tmp_path, SLURMD_NODENAME="a100-3", SLURM_JOB_NUM_NODES="2", SLURM_SCHED_HINTS=hints
+        )
+    )
+    assert (elsewhere.settings_source, elsewhere.settings, elsewhere.plan) == (
+        "hints",
+        JobSettings(),
+        "gc",
+    )
+    assert any("no settings for this run on a100-3" in w for w in elsewhere.warnings)
+    one_node = load_job_context(
+        env=_env(
+            tmp_path, SLURMD_NODENAME="a100-1", SLURM_JOB_NUM_NODES="1", SLURM_SCHED_HINTS=hints
+        )
+    )
+    assert one_node.settings_source == "hints"
+    both = load_job_context(
+        env=_env(
+            tmp_path, SLURMD_NODENAME="a100-2", SLURM_JOB_NUM_NODES="2", SLURM_SCHED_HINTS=hints
+        )
+    )
+    assert both.settings.accumulation_steps == 4
 
 
 def test_settings_dir_defaults_to_the_mini_clusters():
