@@ -9,15 +9,25 @@ to Slurm, phantom GPUs, a node's other GPU types) shown as :data:`FOREIGN`, in-f
 shown RUNNING where Slurm will put them, and the free-GPU map. It stores the view it built
 (views, holders, shard use, exclusive GPUs) in the shared state, where ``apply`` checks actions
 against it and updates it. It changes nothing in Slurm and reads no Slurm document
-itself (the nodes come from ``query.py``); its only I/O is the jobs' progress files.
+itself (the nodes come from ``query.py``); its only I/O is the jobs' progress files and, once
+per job found running by a scheduler that did not start it (a restart), the job's settings file:
+the job runs with the settings written for its nodes, so the view shows those.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from slurm_sched.model import Cluster, ClusterSnapshot, JobSettings, JobState, JobView, Placement
-from slurm_sched.protocol.settings_file import Progress, progress_rate, work_done_s
+from slurm_sched.protocol.settings_file import (
+    Progress,
+    progress_rate,
+    settings_entry_for,
+    settings_from_document,
+    work_done_s,
+)
 from slurm_sched.slurm.parse import SlurmJob
 from slurm_sched.slurm.query import SlurmQuery
 from slurm_sched.slurm.shared import (
@@ -135,7 +145,7 @@ class ViewBuilder:
                 spec=spec,
                 state=state,
                 placement=placement,
-                settings=self.state.settings.get(jid, JobSettings()),
+                settings=self._settings(jid, state, placement),
                 first_start_s=ledger.first_start_s
                 if ledger.first_start_s is not None
                 else (now if state is JobState.RUNNING else None),
@@ -213,6 +223,25 @@ class ViewBuilder:
                 return None  # Slurm cannot start it now: its GPUs are taken after all
             out[part.node] = free[: len(part.gpus)]
         return Placement.of(out)
+
+    def _settings(self, jid: str, state: JobState, placement: Placement | None) -> JobSettings:
+        """The job's settings: those of the action that placed it, else (a job running when
+        this scheduler started) those its settings file holds for its nodes, else defaults."""
+        known = self.state.settings.get(jid)
+        if known is not None or state is JobState.PENDING or placement is None:
+            return known or JobSettings()
+        nodes = placement.nodes
+        entry = settings_entry_for(
+            self.state.store.read_settings(jid), nodes=nodes, node_count=len(nodes)
+        )
+        settings = JobSettings()
+        if entry is not None:
+            try:
+                settings = settings_from_document(entry)
+            except ValidationError as exc:
+                log.warning("job %s: ignoring its settings file: %s", jid, exc)
+        self.state.settings[jid] = settings
+        return settings
 
     def _progress(self, jid: str) -> Progress | None:
         path = self.state.store.progress_path(jid)
