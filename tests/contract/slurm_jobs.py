@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slurm_sched.slurm.backend import SlurmBackend
 from slurm_sched.slurm.cluster import MiniCluster
@@ -143,6 +143,21 @@ def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
         fields = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)
         events.append((m["what"], fields))
     return events
+
+
+def settings_read_at_starts(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """For each start of a ``checkpointed_sleep`` job: (its node, the settings file as the job
+    read it then, None when there was none)."""
+    path = out_dir / f"{job_id}.out"
+    runs: list[tuple[str, dict[str, Any] | None]] = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        m = _LOG.match(line)
+        if m and m["what"] == "start":
+            node = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)["node"]
+            runs.append((node, None))
+        elif m and m["what"] == "settings" and runs:
+            runs[-1] = (runs[-1][0], json.loads(m["rest"]))
+    return runs
 
 
 def assert_resumes_in_order(job_id: str, events: list[tuple[str, dict[str, str]]]) -> None:

@@ -21,13 +21,14 @@ import sys
 import time
 from pathlib import Path
 
+from slurm_sched.protocol.settings_file import settings_entry_for
 from slurm_sched.service.decision_log import read_decisions
 from slurm_sched.slurm.cluster import MiniCluster
 from slurm_sched.slurm.lease import SLURM_DEFAULT_SCHED_INTERVAL_S
 from tests.contract.slurm_jobs import (
     JobDef,
     cancel_and_wait,
-    job_log,
+    settings_read_at_starts,
     squeue_jobs,
     wait_for,
 )
@@ -39,7 +40,6 @@ from tests.integration.daemon_run import (
     check_done_once,
     final_states,
     free_port,
-    holder,
     metric,
     submit,
     write_config,
@@ -100,14 +100,14 @@ def test_sigkill_every_15s_all_60_jobs_complete_exactly_once(
     logs = daemon.logs()
     assert logs.count("reconcile (did)") == kills + 1, logs[-3000:]
     assert "Traceback" not in logs, logs
-    # every run was placed by a daemon, none by Slurm after a lease ran out: the daemon writes
-    # the settings file before each pin (the decision log may miss the cycle a kill cut short)
-    store = holder(slurm_cluster).store
+    # every run was placed by a daemon, none by Slurm after a lease ran out, and started with
+    # the settings written for its node: the daemon writes the settings file before each pin
+    # (the decision log may miss the cycle a kill cut short), and a file keeps the decisions of
+    # earlier pins, which Slurm may still act on when a kill cut the next one short
     for jid in ids:
-        settings = store.read_settings(jid)
+        node, settings = settings_read_at_starts(out, jid)[-1]
         assert settings is not None, f"job {jid} ran without a decision of the daemon"
-        last_start = [f for e, f in job_log(out, jid) if e == "start"][-1]
-        assert last_start["node"] in settings["gpus_per_node"], (jid, last_start, settings)
+        assert settings_entry_for(settings, nodes=[node]) is not None, (jid, node, settings)
 
 
 def slurm_sched_interval_s(cluster: MiniCluster) -> float:
