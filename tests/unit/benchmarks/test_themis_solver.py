@@ -4,25 +4,14 @@ install and exits 2, writing nothing; the literal form keeps the artifact's vari
 from __future__ import annotations
 
 import builtins
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-
 
 @pytest.fixture
-def mod(monkeypatch):
-    """The script, imported for this test only (it imports ``crosscheck`` beside it)."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("themis_solver", BENCH / "themis_solver.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "themis_solver", mod)
-    spec.loader.exec_module(mod)
-    return mod
+def mod(load_script):
+    """The script, imported for this test only."""
+    return load_script("themis_solver")
 
 
 def test_a_missing_solver_is_named_with_the_install_command(mod, tmp_path, monkeypatch, capsys):
