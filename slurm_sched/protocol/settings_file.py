@@ -15,7 +15,7 @@ it starts, restarts or reconfigures a job; read by the job runtime when it (re)s
 ``CUDA_VISIBLE_DEVICES`` is authoritative).
 
 The file also keeps, under ``"earlier"``, up to :data:`EARLIER_KEPT` earlier documents for other
-node sets (newest first, without their own ``"earlier"``). A pending job whose earlier start was
+node sets written since the job's submission (newest first, without their own ``"earlier"``). A pending job whose earlier start was
 let go may be started by Slurm on the earlier nodes at any moment before a new pin lands, or
 after a scheduler killed between writing the file and pinning: whichever nodes the job starts
 on, the file holds the decision made for them. Readers take the newest document for their nodes
@@ -146,9 +146,13 @@ class SettingsStore:
         settings: JobSettings,
         placement: Placement | None,
         shares_with: tuple[str, ...] = (),
+        *,
+        since_s: float | None = None,
     ) -> Path:
         """Write the job's settings for ``placement`` as the newest document, keeping the
-        earlier ones of other node sets (see the module docstring)."""
+        earlier ones of other node sets (see the module docstring) written at or after
+        ``since_s`` (the job's submission: older ones belong to an earlier job that had the
+        same id)."""
         path = self.settings_path(job_id)
         if self.read_only:
             return path
@@ -157,6 +161,11 @@ class SettingsStore:
         seen = {_node_set(doc)}
         for entry in settings_entries(self.read_settings(job_id)):
             nodes = _node_set(entry)
+            written = entry.get("written_at")
+            if since_s is not None and not (
+                isinstance(written, int | float) and written >= since_s
+            ):
+                continue
             if nodes not in seen and len(earlier) < EARLIER_KEPT:
                 seen.add(nodes)
                 earlier.append(entry)

@@ -249,6 +249,12 @@ class Applier:
         settings = tr.settings if tr.settings is not None else view.settings
         shares = tuple(getattr(action, "with_jobs", ()))
         try:
-            self.state.store.write_settings(action.job_id, settings, tr.expect_placement, shares)
+            self.state.store.write_settings(
+                action.job_id,
+                settings,
+                tr.expect_placement,
+                shares,
+                since_s=view.spec.submit_time_s,
+            )
         except OSError as exc:
             log.warning("cannot write settings of job %s: %s", action.job_id, exc)

@@ -50,6 +50,24 @@ def test_the_file_keeps_a_bounded_number_of_earlier_decisions(tmp_path: Path):
     assert [e["accumulation_steps"] for e in entries] == list(range(EARLIER_KEPT + 3, 2, -1))
 
 
+def test_decisions_written_before_the_jobs_submission_are_not_kept(tmp_path: Path):
+    """Slurm may give a new job the id of an old one: the old job's decisions do not carry over."""
+    store = SettingsStore(tmp_path)
+    _write(store, 1, {"a100-1": [0]})  # the old job's decision, written at 1,000 s
+    old = store.read_settings("7")
+    assert old is not None
+    store.settings_path("7").write_text(json.dumps({**old, "written_at": 1000.0}))
+    submitted = 2000.0
+    store.write_settings(
+        "7", JobSettings(accumulation_steps=2), Placement.of({"a100-2": [0]}), since_s=submitted
+    )
+    assert [e["accumulation_steps"] for e in settings_entries(store.read_settings("7"))] == [2]
+    store.write_settings(
+        "7", JobSettings(accumulation_steps=3), Placement.of({"a100-3": [0]}), since_s=submitted
+    )
+    assert [e["accumulation_steps"] for e in settings_entries(store.read_settings("7"))] == [3, 2]
+
+
 def test_a_document_without_a_placement_fits_any_run(tmp_path: Path):
     store = SettingsStore(tmp_path)
     _write(store, 5, None)
