@@ -28,6 +28,7 @@ Every wait polls a state with a deadline. Run them on a private cluster::
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 from collections.abc import Iterator
@@ -234,9 +235,11 @@ def test_partition_down_starts_nothing_and_up_again_finishes_every_job_once(
         while time.monotonic() < t_end:
             assert not running(slurm_cluster, ids[4:]), "a job started in a down partition"
             time.sleep(0.5)
+        # taken before the update: the daemon and Slurm may start jobs as soon as it is applied,
+        # before scontrol returns
+        up_at = time.time()
         scontrol(slurm_cluster, "update", f"partitionname={partition}", "state=up")
         down = False
-        up_at = time.time()
         wait_for(
             lambda: run.events("partition_available", partition=partition),
             NODE_REFRESH_S + 10,
@@ -253,7 +256,10 @@ def test_partition_down_starts_nothing_and_up_again_finishes_every_job_once(
             )  # fmt: skip
         cancel_and_wait(slurm_cluster, ids)
     jobs = squeue_jobs(slurm_cluster)
-    during = {j: jobs[j].start_time_s for j in ids if down_at < jobs[j].start_time_s < up_at}
+    # Slurm's start times are whole seconds (rounded down)
+    during = {
+        j: jobs[j].start_time_s for j in ids if down_at < jobs[j].start_time_s < math.floor(up_at)
+    }
     assert not during, during
     # no placement once the daemon saw the partition down, until it was up again
     asked = [r for r in run.starts() if down_at < r["t"] < up_at]
