@@ -15,11 +15,11 @@ it starts, restarts or reconfigures a job; read by the job runtime when it (re)s
 ``CUDA_VISIBLE_DEVICES`` is authoritative).
 
 The file also keeps, under ``"earlier"``, up to :data:`EARLIER_KEPT` earlier documents for other
-node sets written since the job's submission (newest first, without their own ``"earlier"``). A pending job whose earlier start was
-let go may be started by Slurm on the earlier nodes at any moment before a new pin lands, or
-after a scheduler killed between writing the file and pinning: whichever nodes the job starts
-on, the file holds the decision made for them. Readers take the newest document for their nodes
-(:func:`settings_entry_for`).
+node sets written since the job's submission (newest first, without their own ``"earlier"``).
+A pending job whose earlier start was let go may be started by Slurm on the earlier nodes at any
+moment before a new pin lands, or after a scheduler killed between writing the file and
+pinning: whichever nodes the job starts on, the file holds the decision made for them. Readers
+take the newest document for their nodes (:func:`settings_entry_for`).
 
 ``<dir>/<jobid>.progress.json`` — written by the job runtime after every iteration (or every few
 seconds); read by the scheduler into ``JobView.work_done_s``::
