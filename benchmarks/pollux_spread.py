@@ -42,18 +42,18 @@ def artifact_runs(directory: Path = RUNS) -> dict[str, dict]:
 
 def published(trace: str) -> dict[str, float]:
     """The published per-job JCTs of the artifact's Pollux on ``trace``
-    (``workloads-<load>/workload-<n>``)."""
-    load, workload = trace.split("/")
-    data = json.loads((xc.PEER / "pollux" / f"pollux-{load.split('-')[1]}.json").read_text())
-    return {k: float(v) for k, v in data["jcts"][workload].items()}
+    (``workloads-<load>/workload-<n>``), as the cross-check reads them."""
+    ref = next(p.reference for p in xc.pollux_pairs() if p.trace == trace and p.policy == "pollux")
+    assert ref.jobs is not None, f"no per-job output of Pollux on {trace}"
+    return ref.jobs
 
 
-def ours(trace: str) -> tuple[dict[str, float], dict[str, float]]:
+def ours(trace: str) -> tuple[dict[str, float], dict[str, float | None]]:
     """Our Pollux on ``trace`` in the artifact profile: JCTs and first starts (job -> s)."""
     artifact = xc.ARTIFACTS["pollux"]
     done = xc.run(artifact, artifact.trace(trace), "pollux", "artifact").completed
-    return ({c.spec.job_id: c.jct_s for c in done},
-            {c.spec.job_id: c.first_start_s for c in done})
+    first: dict[str, float | None] = {c.spec.job_id: c.first_start_s for c in done}
+    return {c.spec.job_id: c.jct_s for c in done}, first
 
 
 def agreement(runs: dict[str, dict[str, float]], submit: dict[str, float],
@@ -111,14 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         submit = {j.job_id: j.submit_time_s for j in xc.ARTIFACTS["pollux"].trace(trace)}
         mine, mine_first = ours(trace)
         runs: dict[str, dict[str, float]] = {"published": published(trace)}
-        first: dict[str, dict[str, float | None]] = {"ours": dict(mine_first)}
-        for r in stored.values():
-            if r["trace"] == trace:
-                label = f"seed {r['seed']}"
-                runs[label] = {k: float(v) for k, v in r["jcts"].items()}
-                first[label] = r["first_gpu_s"]
+        first: dict[str, dict[str, float | None]] = {"ours": mine_first}
+        stops = []
+        for r in (r for r in stored.values() if r["trace"] == trace):
+            label = f"seed {r['seed']}"
+            runs[label] = {k: float(v) for k, v in r["jcts"].items()}
+            first[label] = r["first_gpu_s"]
+            if r["until_s"]:
+                stops.append(r["until_s"])
         runs["ours"] = mine
-        stops = [r["until_s"] for r in stored.values() if r["trace"] == trace and r["until_s"]]
         until = min(stops) if stops else None
         if until is not None:  # every run as far as the shortest one went
             runs = {k: {j: t for j, t in v.items() if submit[j] + t <= until}

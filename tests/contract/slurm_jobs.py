@@ -130,6 +130,11 @@ def squeue_jobs(cluster: MiniCluster) -> dict[str, SlurmJob]:
 _LOG = re.compile(r"\[ckpt-sleep (?P<job>\S+) [^\]]*\] (?P<what>\w+) ?(?P<rest>.*)$")
 
 
+def _fields(rest: str) -> dict[str, str]:
+    """The ``key=value`` words of a log line's rest."""
+    return dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+
+
 def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
     """The ``checkpointed_sleep`` log lines of a job: (event, {key: value}) in order."""
     path = out_dir / f"{job_id}.out"
@@ -140,8 +145,7 @@ def job_log(out_dir: Path, job_id: str) -> list[tuple[str, dict[str, str]]]:
         m = _LOG.match(line)
         if not m:
             continue
-        fields = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)
-        events.append((m["what"], fields))
+        events.append((m["what"], _fields(m["rest"])))
     return events
 
 
@@ -153,8 +157,7 @@ def settings_read_at_starts(out_dir: Path, job_id: str) -> list[tuple[str, dict[
     for line in path.read_text().splitlines() if path.exists() else []:
         m = _LOG.match(line)
         if m and m["what"] == "start":
-            node = dict(kv.split("=", 1) for kv in m["rest"].split() if "=" in kv)["node"]
-            runs.append((node, None))
+            runs.append((_fields(m["rest"])["node"], None))
         elif m and m["what"] == "settings" and runs:
             runs[-1] = (runs[-1][0], json.loads(m["rest"]))
     return runs
