@@ -21,12 +21,14 @@ on one GPU runs two micro-batches of 16,384), ``atomic = ceil(local / (accum + 1
 most ``max_batch / (R (accum + 1))``), and ``t = step(atomic) + accum * (step(atomic) -
 sync(atomic))``.
 
-Rate (isolated seconds of ``JobSpec.duration_s`` per wall second): ``duration_s / (S(M) * t)``,
-so a job at a fixed placement finishes after exactly ``S(M) * t`` seconds of running. When an
-elastic policy sets the micro-batch and steps (global batch M != B), the rate is also multiplied
-by ``gain(M) / gain(B)`` at the job's epoch (its share of work done) when the configuration
-was set, as in :mod:`slurm_sched.perf.sjf_bsbf_world` (the backend recomputes a rate only when
-the job's situation changes, so the epoch-dependent gain is held between re-allocations).
+Rate (isolated seconds of ``JobSpec.duration_s`` per wall second) at the fixed batch B of the
+trace: ``duration_s / (S(M) * t)``, so a job at a fixed placement finishes after exactly
+``S(M) * t`` seconds of running. When an elastic policy sets the micro-batch and steps (global
+batch M), the work done is the share of the statistical progress made: each step adds
+``gain_e(M)`` of it in the job's current epoch ``e``, so the rate is ``duration_s * gain_e(M) /
+(p_end * t)`` and changes at every epoch end (:meth:`PolluxArtifactWorld.rate_holds_until`; the
+simulator asks again there). A job that keeps M from its start therefore ends after
+``S(M) * t``, and one that changes M carries its progress over, as in the artifact's ``Job.step``.
 Jobs without Pollux data run at rate 1. No co-location slowdown (the artifact's interference
 is off in its published runs).
 
@@ -35,6 +37,7 @@ Registered as ``pollux-artifact``; the ``pollux-artifact`` simulation profile us
 
 from __future__ import annotations
 
+import bisect
 import csv
 from functools import lru_cache
 
@@ -77,25 +80,39 @@ def _epoch_ends(app: str) -> tuple[float, ...]:
 
 
 @lru_cache(maxsize=4096)
-def statistical_steps(app: str, batch_size: int) -> float:
-    """Steps Pollux's simulator takes to finish ``app`` at a fixed global ``batch_size``.
-
-    ``sum_e (p_e - p_{e-1}) / gain_e``: epoch ``e`` ends at progress ``p_e``
-    (:func:`_epoch_ends`); ``gain_e`` is the gain at ``scale = batch_size / init_batch`` with the
-    epoch's gradient statistics interpolated linearly in the batch size between the validation
-    runs around it (the artifact's ``get_grad_stats``).
-    """
+def _epoch_gains(app: str, batch_size: int) -> tuple[float, ...]:
+    """Progress one step at global ``batch_size`` adds in each epoch: the gain at ``scale =
+    batch_size / init_batch`` with the epoch's gradient statistics interpolated linearly in the
+    batch size between the validation runs around it (the artifact's ``get_grad_stats``)."""
     batches = validated_batches(app)
     lo = max((b for b in batches if b <= batch_size), default=batches[0])
     hi = min((b for b in batches if b >= batch_size), default=batches[-1])
     w = 0.0 if hi == lo else (batch_size - lo) / (hi - lo)
     below, above = grad_stats(app, lo), grad_stats(app, hi)
     scale = batch_size / init_batch(app)
+    return tuple(
+        gain((1 - w) * below.sqr[e] + w * above.sqr[e],
+             (1 - w) * below.var[e] + w * above.var[e], scale)
+        for e in range(len(_epoch_ends(app))))
+
+
+def _epoch_at(app: str, done: float) -> int:
+    """The epoch a job is in once it has made the share ``done`` of its statistical progress
+    (the first whose end lies beyond it; the last at the end)."""
+    ends = _epoch_ends(app)
+    at = done * ends[-1]
+    # an end within rounding of ``at`` is reached: the job is in the next epoch
+    return min(bisect.bisect_right(ends, at * (1 + 1e-12)), len(ends) - 1)
+
+
+@lru_cache(maxsize=4096)
+def statistical_steps(app: str, batch_size: int) -> float:
+    """Steps Pollux's simulator takes to finish ``app`` at a fixed global ``batch_size``:
+    ``sum_e (p_e - p_{e-1}) / gain_e`` (epoch ends :func:`_epoch_ends`, gains
+    :func:`_epoch_gains`)."""
     total, prev = 0.0, 0.0
-    for e, p in enumerate(_epoch_ends(app)):
-        sqr = (1 - w) * below.sqr[e] + w * above.sqr[e]
-        var = (1 - w) * below.var[e] + w * above.var[e]
-        total += (p - prev) / gain(sqr, var, scale)
+    for p, g in zip(_epoch_ends(app), _epoch_gains(app, batch_size), strict=True):
+        total += (p - prev) / g
         prev = p
     return total
 
@@ -169,16 +186,25 @@ class PolluxArtifactWorld(ProgressModel):
             t = step_time(app, _per_node(placement), b0)
             trains_at = effective_batch(app, placement.num_gpus, b0)
             return spec.duration_s / (statistical_steps(app, trains_at) * t)
-        # an elastic policy chose the micro-batch and steps: the global batch follows
+        # an elastic policy chose the micro-batch and steps: the global batch M follows, and
+        # every step adds the gain of M in the job's current epoch to its statistical progress
         m = placement.num_gpus * settings.sub_batch_size * max(1, settings.accumulation_steps)
         t = configured_step_time(app, _per_node(placement), settings.sub_batch_size,
                                   max(1, settings.accumulation_steps))
-        speed = spec.duration_s / (statistical_steps(app, b0) * t)
-        if m != b0:
-            sqr, var = grad_stats(app, b0).at(job.work_done_s / spec.duration_s)
-            m0 = init_batch(app)
-            speed *= gain(sqr, var, m / m0) / gain(sqr, var, b0 / m0)
-        return speed
+        epoch = _epoch_at(app, job.work_done_s / spec.duration_s)
+        return spec.duration_s * _epoch_gains(app, m)[epoch] / (_epoch_ends(app)[-1] * t)
+
+    def rate_holds_until(self, job: JobView, placement: Placement) -> float | None:
+        """An elastic job's rate holds to the end of its current epoch; a fixed batch's to the
+        end of the job."""
+        spec = job.spec
+        app = spec.attrs.get("application", spec.model)
+        if (job.settings.sub_batch_size is None or app not in _known_apps()
+                or spec.batch_size is None or spec.duration_s <= 0):
+            return None
+        ends = _epoch_ends(app)
+        epoch = _epoch_at(app, job.work_done_s / spec.duration_s)
+        return spec.duration_s * ends[epoch] / ends[-1]
 
 
 def configured_step_time(app: str, per_node: tuple[int, ...], sub_batch: int,

@@ -9,6 +9,10 @@ the rate for the job's current situation:
 Each factor is a hook that later policies' performance models override: GPU generation
 (Gandiva_fair), execution plan and resources (Rubick), co-location interference (SJF-BSBF's xi,
 Muri's interleaving efficiency). The base class is the identity model: every factor is 1.
+
+A rate may also change as the job advances on an unchanged situation (Pollux's statistical
+efficiency moves with the epoch): ``rate_holds_until`` says how far the current rate holds, and
+the simulator asks for a new one there.
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ class ProgressModel:
         if co_located:
             r /= self.sharing_slowdown(job, placement, co_located)
         return r
+
+    def rate_holds_until(self, job: JobView, placement: Placement) -> float | None:
+        """Work done (isolated seconds) up to which :meth:`rate` stays what it is now while the
+        job runs on unchanged; past it the simulator asks again. ``None``: it holds to the end
+        (the rate depends only on the job's situation, not on how far it is)."""
+        return None
 
     def gpu_speed(self, job: JobView, placement: Placement, cluster: Cluster) -> float:
         """Speed-up of the placement's GPU generation over the reference type (1 = same)."""

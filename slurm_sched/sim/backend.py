@@ -104,6 +104,9 @@ class SimulatedBackend(ClusterBackend):
         self._marks: dict[str, tuple[float, float]] = {}
         self.now_s = 0.0
         self._events = EventQueue()
+        # when a running job's rate changes by itself (the progress model's rate_holds_until),
+        # for the job's version it was computed at (stale when the job changed since)
+        self._rate_changes = EventQueue()
         self._specs: dict[str, JobSpec] = {}
         self._views: dict[str, JobView] = {}  # active jobs, in arrival order
         self._version: dict[str, int] = {}
@@ -254,13 +257,30 @@ class SimulatedBackend(ClusterBackend):
                 ev.kind is EventKind.COMPLETION and self._version.get(ev.job_id) != ev.version
             ):
                 self._events.pop()
-        return self._events.peek_time()
+        # a rate change is a stop too: a completion it brings forward must not be overrun
+        while (ev := self._rate_changes.peek()) is not None and (
+            self._version.get(ev.job_id) != ev.version
+        ):
+            self._rate_changes.pop()
+        times = [t for t in (self._events.peek_time(), self._rate_changes.peek_time())
+                 if t is not None]
+        return min(times, default=None)
 
     def advance_to(self, t_s: float) -> None:
         """Move time to ``t_s``, handling every event at or before it."""
         if t_s < self.now_s:
             raise ValueError(f"time cannot go back: {t_s} < now {self.now_s}")
-        while (nt := self._events.peek_time()) is not None and nt <= t_s:
+        while True:
+            nt = self._events.peek_time()
+            rt = self._rate_changes.peek_time()
+            if rt is not None and rt <= t_s and (nt is None or rt < nt):
+                ev = self._rate_changes.pop()
+                self._set_now(ev.time_s)
+                if self._version.get(ev.job_id) == ev.version:
+                    self._refresh_rates([ev.job_id], force=True)
+                continue
+            if nt is None or nt > t_s:
+                break
             ev = self._events.pop()
             self._set_now(ev.time_s)
             if ev.kind is EventKind.ARRIVAL:
@@ -306,10 +326,7 @@ class SimulatedBackend(ClusterBackend):
                     "accounted_at_s": now,
                 })
                 self._store(nv)
-                begin = max(now, nv.stall_until_s)
-                finish = begin + (nv.spec.duration_s - nv.work_done_s) / nv.rate
-                self._events.push(Event(finish, EventKind.COMPLETION, jid, self._version[jid]))
-                self._scheduled[jid] = self._version[jid]
+                self._schedule_completion(nv)
                 work -= loss
             self._marks[jid] = (now, work)
 
@@ -586,31 +603,47 @@ class SimulatedBackend(ClusterBackend):
                     out[j] = None
         return list(out)
 
-    def _refresh_rates(self, job_ids: Iterable[str]) -> None:
-        """Recompute the rate of each running job given; reschedule its completion."""
+    def _refresh_rates(self, job_ids: Iterable[str], *, force: bool = False) -> None:
+        """Recompute the rate of each running job given; reschedule its completion (``force``:
+        even when the rate is unchanged, as at a change the progress model announced)."""
         for jid in job_ids:
             v = self._views.get(jid)
             if v is None:
                 continue
             if v.state is not JobState.RUNNING or v.placement is None:
                 continue
+            placement = v.placement
+            if force:
+                v = self._account(v)  # the model's rate depends on the work done by now
             co = [
                 self._views[j]
                 for j in self._neighbours(v)
                 if self._views[j].state is JobState.RUNNING
             ]
-            rate = self.progress.rate(v, v.placement, co, self.cluster)
+            rate = self.progress.rate(v, placement, co, self.cluster)
             if rate <= 0:
                 raise ValueError(f"progress model gave rate {rate} for job {jid}")
-            if rate == v.rate and self._has_completion(v):
+            if rate == v.rate and self._has_completion(v) and not force:
                 continue
             v = self._account(v)
             nv = v.model_copy(update={"rate": rate})
             self._store(nv)
-            begin = max(self.now_s, nv.stall_until_s)
-            finish = begin + max(0.0, nv.spec.duration_s - nv.work_done_s) / rate
-            self._events.push(Event(finish, EventKind.COMPLETION, jid, self._version[jid]))
-            self._scheduled[jid] = self._version[jid]
+            self._schedule_completion(nv)
+
+    def _schedule_completion(self, v: JobView) -> None:
+        """Push the completion of running ``v`` at its rate, and the time its rate changes by
+        itself if the progress model says it does before then (both for its current version)."""
+        jid = v.job_id
+        begin = max(self.now_s, v.stall_until_s)
+        left = max(0.0, v.spec.duration_s - v.work_done_s)
+        self._events.push(Event(begin + left / v.rate, EventKind.COMPLETION, jid,
+                                self._version[jid]))
+        self._scheduled[jid] = self._version[jid]
+        assert v.placement is not None
+        until = self.progress.rate_holds_until(v, v.placement)
+        if until is not None and v.work_done_s < until < v.spec.duration_s:
+            change = begin + (until - v.work_done_s) / v.rate
+            self._rate_changes.push(Event(change, EventKind.COMPLETION, jid, self._version[jid]))
 
     def _has_completion(self, v: JobView) -> bool:
         return self._scheduled.get(v.job_id) == self._version[v.job_id]

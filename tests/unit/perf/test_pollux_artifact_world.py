@@ -76,13 +76,33 @@ def test_a_job_without_pollux_data_runs_at_rate_one() -> None:
     assert PolluxArtifactWorld().rate(v, Placement.of({"n0": [0]}), [], CLUSTER) == 1.0
 
 
-def test_an_elastic_batch_change_scales_by_the_statistical_gain() -> None:
+def _elastic_run_s(world: PolluxArtifactWorld, v: JobView, p: Placement) -> float:
+    """Seconds an elastic job takes from no work to the end, one epoch's rate at a time."""
+    done, seconds = 0.0, 0.0
+    while done < v.spec.duration_s:
+        at = v.model_copy(update={"work_done_s": done})
+        rate = world.rate(at, p, [], CLUSTER)
+        until = world.rate_holds_until(at, p)
+        end = v.spec.duration_s if until is None else until
+        assert end > done
+        seconds += (end - done) / rate
+        done = end
+    return seconds
+
+
+def test_an_elastic_job_steps_through_its_epochs_and_ends_after_the_steps_of_its_batch() -> None:
     world = PolluxArtifactWorld()
     p = Placement.of({"n0": [0, 1, 2, 3]})
+    same = pollux_job("cifar10", 4, 2048, sub_batch_size=512, accumulation_steps=1)
     fixed = pollux_job("cifar10", 4, 2048)
+    assert _elastic_run_s(world, same, p) == pytest.approx(
+        same.spec.duration_s / world.rate(fixed, p, [], CLUSTER))
     smaller = pollux_job("cifar10", 4, 2048, sub_batch_size=128, accumulation_steps=1)
-    # a quarter of the batch: cheaper steps that each count for more than a quarter
-    assert world.rate(smaller, p, [], CLUSTER) > world.rate(fixed, p, [], CLUSTER)
+    assert _elastic_run_s(world, smaller, p) == pytest.approx(
+        statistical_steps("cifar10", 512) * step_time("cifar10", (4,), 512))
+    # early epochs gain little from a big batch: there the smaller batch is the faster one
+    assert world.rate(smaller, p, [], CLUSTER) > world.rate(same, p, [], CLUSTER)
+    assert world.rate_holds_until(fixed, p) is None
 
 
 def test_registered() -> None:

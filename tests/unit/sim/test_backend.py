@@ -19,7 +19,7 @@ from slurm_sched.model import (
     Suspend,
     parse_cluster_spec,
 )
-from slurm_sched.perf.progress import UniformInterference
+from slurm_sched.perf.progress import ProgressModel, UniformInterference
 from slurm_sched.sim.backend import SimulatedBackend
 from tests.builders import job, place
 
@@ -83,6 +83,39 @@ def test_sharing_slows_both_jobs_by_xi_until_one_ends():
     # both at rate 1/2: a ends at 20 (10 work); b has done 10 of 20, then runs alone: ends at 30
     assert finish_times(b) == pytest.approx({"a": 20, "b": 30})
     assert b.busy_gpu_s == pytest.approx(30)  # one GPU busy for 30 s, counted once
+
+
+class _FasterAfterHalf(ProgressModel):
+    """Rate 1 for the first half of a job's work, 2 for the rest: a rate that changes by itself."""
+
+    def plan_speed(self, job, placement):
+        return 1.0 if job.work_done_s < job.spec.duration_s / 2 else 2.0
+
+    def rate_holds_until(self, job, placement):
+        half = job.spec.duration_s / 2
+        return half if job.work_done_s < half else None
+
+
+def test_a_rate_that_changes_by_itself_moves_the_completion_and_stops_the_clock_there():
+    b = backend(job("a", 0, 1, 100), progress=_FasterAfterHalf())
+    b.apply([Start(job_id="a", placement=place(**{"node-1": [0]}))])
+    assert b.next_event_s() == 50  # the change, not the completion at rate 1 (100)
+    b.advance_to(50)
+    assert b.snapshot().job("a").rate == 2.0
+    assert b.next_event_s() == 75
+    assert finish_times(b) == {"a": 75}
+
+
+def test_a_job_changed_before_its_announced_rate_change_drops_it():
+    b = backend(job("a", 0, 1, 100), progress=_FasterAfterHalf())
+    b.apply([Start(job_id="a", placement=place(**{"node-1": [0]}))])
+    b.advance_to(20)
+    b.apply([Suspend(job_id="a")])
+    # the change at 50 is stale and no stop (the superseded completion at 100 still is one)
+    assert b.next_event_s() == 100
+    b.advance_to(30)
+    b.apply([Resume(job_id="a")])  # 20 done: rate 1 until 50 done at 60, then 2
+    assert finish_times(b) == {"a": 85}
 
 
 def test_suspend_resume_keeps_gpus_and_stops_progress():
