@@ -29,8 +29,10 @@ replaced by a greedy marginal-gain search over GPU counts (step 2), which takes 
 (``docs/reproductions/sjf-bsbf.md``: same objective on all but a few of the random cases, and
 within a small margin on those). The throughput and efficiency models are the offline fit of the
 measurements the world simulates with (Pollux after its profiling has converged). A running
-job's batch size is only re-chosen when its GPU count changes (every change of settings is a
-restart in this framework, whereas AdaptDL changes the batch in process).
+job's batch size is re-chosen when its GPU count changes; with ``rebatch=True`` also at every
+cycle for jobs that keep their GPUs (AdaptDL changes the batch in process; through Slurm every
+change of settings is a requeue, so it is off by default; the ``pollux-artifact`` profile turns
+it on together with in-place settings changes).
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ class Pollux(Policy):
     progress_model = "sjf-bsbf"
 
     def __init__(self, interval_s: float = 60.0, restart_s: float = 30.0,
-                 search: str = "greedy") -> None:
+                 search: str = "greedy", rebatch: bool = False) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         if restart_s < 0:
@@ -191,6 +193,9 @@ class Pollux(Policy):
         self.interval_s = interval_s
         self.restart_s = restart_s
         self.search = search
+        # re-pick the batch of jobs that keep their GPUs at every cycle (AdaptDL does so in
+        # process; through Slurm every settings change is a requeue, hence off by default)
+        self.rebatch = rebatch
         # learned state: most replicas a job has run with, and its restarts
         self._profiled: dict[str, int] = {}
         self._restarts: dict[str, int] = {}
@@ -322,6 +327,8 @@ class Pollux(Policy):
         for j in jobs:
             jid = j.view.job_id
             if jid in keep:
+                if self.rebatch and not j.rigid:
+                    actions.extend(self._rebatch(j, keep[jid]))
                 continue
             target = targets.get(jid)
             if j.current > 0 and target is None:
@@ -392,6 +399,18 @@ class Pollux(Policy):
         settings = JobSettings(accumulation_steps=cfg.steps, sub_batch_size=cfg.sub_batch)
         return Reconfigure(job_id=jid, placement=target, settings=settings,
                            reason=f"pollux: {k} GPU(s), batch {cfg.global_batch}")
+
+    @staticmethod
+    def _rebatch(j: _Job, placement: Placement) -> list[Action]:
+        """A ``Reconfigure`` to the same GPUs when the best batch there has changed."""
+        assert j.profile is not None
+        cfg = best_config(j.profile, placement.num_gpus, j.fraction, nodes=len(placement.parts))
+        now = j.view.settings
+        if (now.accumulation_steps, now.sub_batch_size) == (cfg.steps, cfg.sub_batch):
+            return []
+        settings = JobSettings(accumulation_steps=cfg.steps, sub_batch_size=cfg.sub_batch)
+        return [Reconfigure(job_id=j.view.job_id, placement=placement, settings=settings,
+                            reason=f"pollux: batch {cfg.global_batch} on the same GPUs")]
 
     def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
         if not snapshot.jobs:

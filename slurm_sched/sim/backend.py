@@ -74,6 +74,9 @@ class SimulatedBackend(ClusterBackend):
             start; superseded completion estimates are dropped instead of waking the clock
             (the event-driven simulators this models have none). See
             :meth:`scheduling_point`.
+        in_place_settings: a ``Reconfigure`` of a running job to the placement it holds
+            changes only its settings, without a restart (a framework that re-batches in
+            process, as AdaptDL does); ``False`` (default): it restarts like any other.
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class SimulatedBackend(ClusterBackend):
         max_jobs_per_gpu: int = 2,
         start_overhead_s: float = 0.0,
         event_overhead: Callable[[JobSpec], float] | None = None,
+        in_place_settings: bool = False,
     ) -> None:
         if restart_overhead_s < 0:
             raise ValueError(f"restart_overhead_s must be >= 0, got {restart_overhead_s}")
@@ -98,6 +102,7 @@ class SimulatedBackend(ClusterBackend):
         self.start_overhead_s = start_overhead_s
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.event_overhead = event_overhead
+        self.in_place_settings = in_place_settings
         # event_overhead only: a real event (arrival, completion) was handled since the last
         # scheduling point; each running job's (time, work done) at its previous event or start
         self._event_seen = False
@@ -466,6 +471,12 @@ class SimulatedBackend(ClusterBackend):
                 require(v, JobState.RUNNING, kind)
             elif v.state is JobState.SUSPENDED:
                 raise ActionRejected(f"cannot reconfigure suspended job {v.job_id}; resume first")
+            if (isinstance(a, Reconfigure) and self.in_place_settings
+                    and v.state is JobState.RUNNING and a.placement == v.placement):
+                v = self._account(v)
+                self._store(v.model_copy(update={"settings": a.settings}))
+                self._refresh_rates([v.job_id], force=True)
+                return [v, self._views[v.job_id]]
             old = v
             if v.state is not JobState.PENDING:
                 v = self._account(v)

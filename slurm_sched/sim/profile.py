@@ -53,6 +53,9 @@ class Profile:
             the largest GPU count <= its own (else the smallest);
             ``event_overhead_default_s`` for a model not in the table.
         event_overhead_default_s: see ``event_overhead_s``.
+        in_place_settings: a ``Reconfigure`` that keeps a running job's placement changes only
+            its settings, without a restart (``SimulatedBackend(in_place_settings=...)``);
+            ``False``: every ``Reconfigure`` restarts the job, as a requeue on Slurm does.
         policy_options: constructor options per policy registry name (the artifact's setting of
             a documented policy option, e.g. no online model refit); applied where the policy is
             created by name (:func:`~slurm_sched.sim.runner.simulate` with a name, the CLI), under
@@ -68,6 +71,7 @@ class Profile:
     start_overhead_s: float = 0.0
     event_overhead_s: Mapping[str, Mapping[int, float]] | None = None
     event_overhead_default_s: float = 10.0
+    in_place_settings: bool = False
     policy_options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
     def event_overhead(self, spec: JobSpec) -> float:

@@ -50,7 +50,8 @@ def simulate(
     (dead time at first starts) always applies. A policy given by name is created with the
     profile's options for it (``Profile.policy_options``), each overridden by
     ``policy_options``; an instance is used as is (``policy_options`` must then be empty). The
-    profile's ``event_overhead_s`` switches on the backend's per-event overhead.
+    profile's ``event_overhead_s`` switches on the backend's per-event overhead, its
+    ``in_place_settings`` settings changes without a restart.
     """
     w = profiles.get(profile) if isinstance(profile, str) else profile
     if isinstance(policy, str):
@@ -74,6 +75,7 @@ def simulate(
         max_jobs_per_gpu=max_jobs_per_gpu or max(1, pol.max_jobs_per_gpu),
         start_overhead_s=w.start_overhead_s,
         event_overhead=w.event_overhead if w.event_overhead_s is not None else None,
+        in_place_settings=w.in_place_settings,
     )
     total = backend.total_jobs
     hook = None

@@ -12,12 +12,16 @@ Reference numbers: ``benchmarks/peer/pollux/<policy>-<load>.json`` (the artifact
   alike) 3,933 of the 4,563 NCF job-runs complete exactly 77 s after the first round after
   their arrival (the others start later), where 30 s plus the step model gives 75.96 s; YOLOv3
   at a measured step time is 1.2 s later than the model too. Charging the extra second at the
-  first start raises the share of jobs within 1 % of the artifact on the tuning set (loads 0.5
-  and 1.5, workloads 1-2; Tiresias with ``placement="node-chunks"``) from 352/640 to 375/640
-  for Tiresias and from 176/640 to 291/640 for Pollux.
+  first start raises the jobs whose JCT is within 1 % of the artifact's on the tuning set
+  (loads 0.5 and 1.5, workloads 1-2) from 364/640 to 448/640 for Tiresias and from 160/640 to
+  287/640 for Pollux (``docs/reproductions/crosscheck.md``, the one-change table).
 - Job speed from Pollux's measured data for the job's actual placement and batch: the
   ``pollux-artifact`` progress model (:mod:`slurm_sched.perf.pollux_artifact_world`: steps to
   completion from statistical progress, step times from ``placements.csv``).
+- A job's batch is re-picked at every step on the GPUs it holds, without a restart (its
+  ``Job.update_local_bsz`` at the end of every ``Job.step``; AdaptDL does it in process): this
+  profile changes settings in place (``in_place_settings``) and runs ``pollux`` with
+  ``rebatch=True``, which re-picks the batch of every job that keeps its GPUs at each round.
 - No co-location (its interference knob is off in the published runs).
 - Its Tiresias places a job by taking all it still needs from the node with the most free
   GPUs: this profile runs ``tiresias`` with the policy option ``placement="node-chunks"``.
@@ -37,5 +41,6 @@ PROFILE = Profile(
     start_overhead_s=31.0,
     round_s=60.0,
     cluster="16x4",
-    policy_options={"tiresias": {"placement": "node-chunks"}},
+    in_place_settings=True,
+    policy_options={"tiresias": {"placement": "node-chunks"}, "pollux": {"rebatch": True}},
 )

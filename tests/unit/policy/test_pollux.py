@@ -107,10 +107,11 @@ def test_restart_penalty_applies_only_to_a_changed_allocation():
 
 
 # ------------------------------------------------------------------ policy end to end
-def run(jobs, cluster_spec="4x4"):
+def run(jobs, cluster_spec="4x4", pol=None, in_place_settings=False):
     cluster = parse_cluster_spec(cluster_spec)
     sim = SimulatedBackend(cluster, jobs, progress=SjfBsbfWorld(GavelXi()),
-                           restart_overhead_s=30, max_jobs_per_gpu=1)
+                           restart_overhead_s=30, max_jobs_per_gpu=1,
+                           in_place_settings=in_place_settings)
     checked = CheckingBackend(sim, max_jobs_per_gpu=1, exact_gangs=False)
     log: list = []
 
@@ -119,8 +120,7 @@ def run(jobs, cluster_spec="4x4"):
             log.extend(actions)
             return checked.apply(actions)
 
-    pol = Pollux()
-    Controller(Log(checked), pol, SimulatedClock(sim)).run()
+    Controller(Log(checked), pol or Pollux(), SimulatedClock(sim)).run()
     return sim, checked, log
 
 
@@ -146,6 +146,20 @@ def test_first_allocation_is_one_gpu_then_it_explores():
     counts = [a.placement.num_gpus for a in log if isinstance(a, Reconfigure)]
     assert counts[0] == 1 and max(counts) > 1
     assert counts == sorted(counts), "alone on the cluster it only grows"
+
+
+def test_rebatch_re_picks_the_batch_on_the_same_gpus_as_training_advances():
+    spec = pjob("x", "cifar10", 1, 4096, 3000)  # one GPU in the cluster: it never resizes
+    sim, checked, log = run([spec], "1x1", pol=Pollux(rebatch=True), in_place_settings=True)
+    assert not checked.failed_actions
+    same = [a for a in log if isinstance(a, Reconfigure) and a.reason.endswith("same GPUs")]
+    assert same, "alone on one GPU, only the batch can change"
+    batches = {a.settings.sub_batch_size * a.settings.accumulation_steps for a in same}
+    assert len(batches) > 1  # the best batch moves with the epoch's gradient statistics
+    [done] = sim.completed()
+    assert done.preemptions == 0  # in place: no restart
+    _sim, _checked, plain = run([spec], "1x1")
+    assert not [a for a in plain if isinstance(a, Reconfigure) and a.reason.endswith("same GPUs")]
 
 
 def test_rigid_jobs_without_profile_get_exactly_their_request():

@@ -118,6 +118,20 @@ def test_a_job_changed_before_its_announced_rate_change_drops_it():
     assert finish_times(b) == {"a": 85}
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_reconfigure_to_the_same_gpus_restarts_unless_settings_change_in_place(in_place):
+    b = backend(job("a", 0, 1, 100), restart_overhead_s=30, in_place_settings=in_place)
+    gpu0 = place(**{"node-1": [0]})
+    b.apply([Start(job_id="a", placement=gpu0)])
+    b.advance_to(40)
+    new = JobSettings(sub_batch_size=64, accumulation_steps=2)
+    assert b.apply([Reconfigure(job_id="a", placement=gpu0, settings=new)])[0].ok
+    v = b.snapshot().job("a")
+    assert v.settings == new and v.state is JobState.RUNNING
+    assert v.preemptions == 0
+    assert finish_times(b) == {"a": 100 if in_place else 130}
+
+
 def test_suspend_resume_keeps_gpus_and_stops_progress():
     b = backend(job("a", 0, 1, 10))
     b.apply([Start(job_id="a", placement=place(**{"node-1": [0]}))])
