@@ -298,7 +298,10 @@ class Pollux(Policy):
                     if p is not None:
                         break
             if p is not None:
-                targets[j.view.job_id] = p
+                if p == j.view.placement:  # landed on its own GPUs: nothing to restart
+                    keep[j.view.job_id] = p
+                else:
+                    targets[j.view.job_id] = p
         return self._actions(jobs, keep, targets, now_s)
 
     @staticmethod

@@ -117,17 +117,18 @@ def run(jobs, cluster_spec="4x4", pol=None, in_place_settings=False):
 
     class Log(CheckingBackend):
         def apply(self, actions):
-            log.extend(actions)
+            before = checked.snapshot().by_id
+            log.extend((a, before[a.job_id].placement) for a in actions)
             return checked.apply(actions)
 
     Controller(Log(checked), pol or Pollux(), SimulatedClock(sim)).run()
-    return sim, checked, log
+    return sim, checked, [a for a, _ in log], log
 
 
 def test_runs_a_calibrated_workload_elastically_and_completes_every_job():
     jobs = [j for j in generate_jobs(120, 4) if j.num_gpus <= 16][:25]
     jobs = [j.model_copy(update={"submit_time_s": 200.0 * i}) for i, j in enumerate(jobs)]
-    sim, checked, log = run(jobs)
+    sim, checked, log, _held = run(jobs)
     assert not checked.failed_actions, checked.failed_actions[:2]
     assert sorted(c.spec.job_id for c in sim.completed()) == sorted(j.job_id for j in jobs)
     reconf = [a for a in log if isinstance(a, Reconfigure)]
@@ -140,9 +141,20 @@ def test_runs_a_calibrated_workload_elastically_and_completes_every_job():
         assert a.settings.sub_batch_size is not None and a.settings.accumulation_steps >= 1
 
 
+def test_a_job_is_never_restarted_onto_the_gpus_it_holds():
+    # a resize that cannot be placed falls back to a smaller count, which can be the job's own
+    # GPUs: that is no re-allocation (through Slurm it would be a requeue for nothing)
+    jobs = [j for j in generate_jobs(120, 4) if j.num_gpus <= 16][:25]
+    jobs = [j.model_copy(update={"submit_time_s": 60.0 * i}) for i, j in enumerate(jobs)]
+    _sim, checked, _log, held = run(jobs)
+    assert not checked.failed_actions
+    assert not [a.job_id for a, before in held
+                if isinstance(a, Reconfigure) and a.placement == before]
+
+
 def test_first_allocation_is_one_gpu_then_it_explores():
     spec = pjob("x", "cifar10", 16, 4096, 3000)
-    _sim, _checked, log = run([spec])
+    _sim, _checked, log, _held = run([spec])
     counts = [a.placement.num_gpus for a in log if isinstance(a, Reconfigure)]
     assert counts[0] == 1 and max(counts) > 1
     assert counts == sorted(counts), "alone on the cluster it only grows"
@@ -150,7 +162,8 @@ def test_first_allocation_is_one_gpu_then_it_explores():
 
 def test_rebatch_re_picks_the_batch_on_the_same_gpus_as_training_advances():
     spec = pjob("x", "cifar10", 1, 4096, 3000)  # one GPU in the cluster: it never resizes
-    sim, checked, log = run([spec], "1x1", pol=Pollux(rebatch=True), in_place_settings=True)
+    sim, checked, log, _held = run([spec], "1x1", pol=Pollux(rebatch=True),
+                                   in_place_settings=True)
     assert not checked.failed_actions
     same = [a for a in log if isinstance(a, Reconfigure) and a.reason.endswith("same GPUs")]
     assert same, "alone on one GPU, only the batch can change"
@@ -158,13 +171,13 @@ def test_rebatch_re_picks_the_batch_on_the_same_gpus_as_training_advances():
     assert len(batches) > 1  # the best batch moves with the epoch's gradient statistics
     [done] = sim.completed()
     assert done.preemptions == 0  # in place: no restart
-    _sim, _checked, plain = run([spec], "1x1")
+    _sim, _checked, plain, _held = run([spec], "1x1")
     assert not [a for a in plain if isinstance(a, Reconfigure) and a.reason.endswith("same GPUs")]
 
 
 def test_rigid_jobs_without_profile_get_exactly_their_request():
     jobs = [job("a", 0, 2, 100), job("b", 10, 4, 50), job("c", 20, 3, 80)]
-    sim, checked, log = run(jobs, "1x4")
+    sim, checked, log, _held = run(jobs, "1x4")
     assert not checked.failed_actions
     assert all(a.kind == "start" and a.placement.num_gpus == {"a": 2, "b": 4, "c": 3}[a.job_id]
                for a in log)
