@@ -13,8 +13,8 @@ Reference numbers: ``benchmarks/peer/pollux/<policy>-<load>.json`` (the artifact
   their arrival (the others start later), where 30 s plus the step model gives 75.96 s; YOLOv3
   at a measured step time is 1.2 s later than the model too. Charging the extra second at the
   first start raises the jobs whose JCT is within 1 % of the artifact's on the tuning set
-  (loads 0.5 and 1.5, workloads 1-2) from 364/640 to 448/640 for Tiresias and from 160/640 to
-  287/640 for Pollux (``docs/reproductions/crosscheck.md``, the one-change table).
+  (loads 0.5 and 1.5, workloads 1-2) from 364/640 to 448/640 for Tiresias and from 162/640 to
+  292/640 for Pollux (``docs/reproductions/crosscheck.md``, the one-change table).
 - Job speed from Pollux's measured data for the job's actual placement and batch: the
   ``pollux-artifact`` progress model (:mod:`slurm_sched.perf.pollux_artifact_world`: steps to
   completion from statistical progress, step times from ``placements.csv``).
