@@ -11,7 +11,9 @@ re-allocates GPUs to all active jobs:
    running it is pinned and never moved). Running jobs left out are preempted.
 2. *Goodput-maximising spread.* The remaining GPUs maximise the power mean with ``p = -1`` of
    the running jobs' speedups (goodput on k GPUs with the best batch / goodput on one GPU,
-   :mod:`slurm_sched.perf.pollux_goodput`), i.e. minimise ``sum 1 / speedup``. A job whose
+   :mod:`slurm_sched.perf.pollux_goodput`), i.e. minimise ``sum 1 / speedup``. With
+   ``speedup_base="fair"`` each speedup is relative to the job's goodput on its fair share,
+   ``ceil(GPUs / active jobs)`` packed GPUs, as the OSDI'21 artifact's search poses it. A job whose
    allocation would change has its speedup multiplied by Pollux's restart penalty
    ``max(age - restarts * 30, 0) / (age + 30)``. Per-job caps: ``max_replicas =
    min(max(2 * max_profiled_replicas, 1), 64, max_batch / min_local_bsz)`` (NCF: 1).
@@ -75,6 +77,7 @@ class _Job:
     fraction: float
     penalty: float  # speedup factor when its allocation changes
     limit: int  # most GPUs it may get
+    base: float = 1.0  # speed-up the values are relative to (see ``speedup_base``)
     alloc: int = 0
     _values: dict[int, float] = field(default_factory=dict)
 
@@ -83,13 +86,13 @@ class _Job:
         return self.profile is None
 
     def value(self, k: int) -> float:
-        """Penalised speedup on ``k`` GPUs."""
+        """Penalised speedup on ``k`` GPUs, relative to ``base``."""
         got = self._values.get(k)
         if got is None:
             if k <= 0 or self.profile is None:
                 got = 0.0
             else:
-                s = speedup(self.profile, k, self.fraction)
+                s = speedup(self.profile, k, self.fraction) / self.base
                 got = s if k == self.current else s * self.penalty
             self._values[k] = got
         return got
@@ -183,16 +186,23 @@ class Pollux(Policy):
     progress_model = "sjf-bsbf"
 
     def __init__(self, interval_s: float = 60.0, restart_s: float = 30.0,
-                 search: str = "greedy", rebatch: bool = False) -> None:
+                 search: str = "greedy", rebatch: bool = False,
+                 speedup_base: str = "one") -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         if restart_s < 0:
             raise ValueError(f"restart_s must be >= 0, got {restart_s}")
         if search not in ("greedy", "exhaustive"):
             raise ValueError(f"search must be 'greedy' or 'exhaustive', got {search!r}")
+        if speedup_base not in ("one", "fair"):
+            raise ValueError(f"speedup_base must be 'one' or 'fair', got {speedup_base!r}")
         self.interval_s = interval_s
         self.restart_s = restart_s
         self.search = search
+        # what a job's speedup is measured against in the objective: one GPU (the paper's
+        # speedup), or its fair share, ceil(GPUs / active jobs), as the artifact's search poses
+        # it; the second weighs jobs that scale well more, the more GPUs the fair share holds
+        self.speedup_base = speedup_base
         # re-pick the batch of jobs that keep their GPUs at every cycle (AdaptDL does so in
         # process; through Slurm every settings change is a requeue, hence off by default)
         self.rebatch = rebatch
@@ -220,6 +230,8 @@ class Pollux(Policy):
     # ------------------------------------------------------------------ allocation
     def _jobs(self, snapshot: ClusterSnapshot, now_s: float) -> list[_Job]:
         out = []
+        active = sum(1 for v in snapshot.jobs if v.state is not JobState.SUSPENDED)
+        fair = -(-snapshot.cluster.total_gpus // max(1, active))
         for v in snapshot.jobs:
             if v.state is JobState.SUSPENDED:
                 continue
@@ -234,7 +246,11 @@ class Pollux(Policy):
             limit = v.spec.num_gpus
             if prof is not None:
                 limit = max_replicas(prof.app, self._profiled.get(v.job_id, 0))
-            out.append(_Job(v, prof, cur, min(max(frac, 0.0), 1.0), penalty, limit))
+            frac = min(max(frac, 0.0), 1.0)
+            base = 1.0
+            if prof is not None and self.speedup_base == "fair":
+                base = speedup(prof, fair, frac)
+            out.append(_Job(v, prof, cur, frac, penalty, limit, base))
         return out
 
     def allocate(self, snapshot: ClusterSnapshot, now_s: float) -> list[_Job]:

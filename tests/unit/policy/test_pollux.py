@@ -201,6 +201,22 @@ def test_world_rate_of_a_reconfigured_job_follows_goodput():
     assert v.rate == pytest.approx(expect)
 
 
+def test_speedup_base_fair_measures_each_job_against_its_fair_share():
+    jobs = [pjob(f"j{i}", app, 4, 2048, 1000) for i, app in
+            enumerate(("cifar10", "bert", "yolov3"))]
+    be = SimulatedBackend(parse_cluster_spec("4x4"), jobs, progress=SjfBsbfWorld(GavelXi()))
+    be.advance_to(0)
+    snap = be.snapshot()
+    fair = Pollux(speedup_base="fair")._jobs(snap, 0.0)  # 16 GPUs, 3 jobs: 6 each
+    one = Pollux()._jobs(snap, 0.0)
+    for f, o in zip(fair, one, strict=True):
+        assert f.value(6) == pytest.approx(1.0)
+        assert o.value(1) == pytest.approx(1.0)
+        assert f.value(2) == pytest.approx(o.value(2) / o.value(6))
+    with pytest.raises(ValueError, match="speedup_base"):
+        Pollux(speedup_base="two")
+
+
 def test_registered_as_elastic_in_the_sjf_bsbf_world():
     pol = registry.create("pollux")
     assert pol.elastic and not pol.shares_gpus and pol.progress_model == "sjf-bsbf"
