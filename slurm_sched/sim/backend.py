@@ -654,6 +654,7 @@ class SimulatedBackend(ClusterBackend):
         until = self.progress.rate_holds_until(v, v.placement)
         if until is not None and v.work_done_s < until < v.spec.duration_s:
             change = begin + (until - v.work_done_s) / v.rate
+            # the kind is unused in that queue: every entry there is a rate change
             self._rate_changes.push(Event(change, EventKind.COMPLETION, jid, self._version[jid]))
 
     def _has_completion(self, v: JobView) -> bool:
