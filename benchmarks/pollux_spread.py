@@ -3,7 +3,7 @@
 The artifact's Pollux policy (petuum/adaptdl ``simulator/pollux.py``) allocates with a genetic
 algorithm (pymoo's NSGA-II, random crossover, mutation and repair) and the simulator seeds no
 random generator, so its published run is one draw. ``benchmarks/peer/pollux/runs/`` holds runs
-of the artifact's own code on one workload with fixed seeds (how they were made:
+of the artifact's own code on a few workloads with fixed seeds (how they were made:
 ``benchmarks/peer/README.md``). This compares every pair among the published run, those runs
 and ours (``pollux`` in the ``pollux-artifact`` profile): the ratio of average JCTs and the
 share of jobs whose completion time is within 1% (the measure of ``crosscheck.py``), each run
