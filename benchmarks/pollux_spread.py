@@ -33,11 +33,18 @@ OUT = BENCH / "results" / "pollux_spread.json"
 
 
 def artifact_runs(directory: Path = RUNS) -> dict[str, dict]:
-    """The stored runs of the artifact's own code: ``<load>-<workload>-seed<N>.json`` ->
-    its contents: ``trace``, ``seed``, ``until_s`` (the simulated time the run was stopped at,
-    null when it ran to the end), ``jcts`` of the jobs that ended, ``first_gpu_s`` (job -> when
-    it first got a GPU, null for never)."""
+    """The stored runs of the artifact's own code: ``<load>-<workload>-seed<N>[-<variant>].json``
+    -> its contents: ``trace``, ``seed``, ``until_s`` (the simulated time the run was stopped
+    at, null when it ran to the end), ``jcts`` of the jobs that ended, ``first_gpu_s`` (job ->
+    when it first got a GPU, null for never) and, for a run of the artifact's code with one
+    change, ``variant`` (what was changed)."""
     return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
+
+
+def run_label(run: dict) -> str:
+    """``seed N``, and the variant of a run with one change (``seed 1, converged fit``)."""
+    variant = run.get("variant")
+    return f"seed {run['seed']}" + (f", {variant}" if variant else "")
 
 
 def published(trace: str) -> dict[str, float]:
@@ -114,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first: dict[str, dict[str, float | None]] = {"ours": mine_first}
         stops = []
         for r in (r for r in stored.values() if r["trace"] == trace):
-            label = f"seed {r['seed']}"
+            label = run_label(r)
             runs[label] = {k: float(v) for k, v in r["jcts"].items()}
             first[label] = r["first_gpu_s"]
             if r["until_s"]:

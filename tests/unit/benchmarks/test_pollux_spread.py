@@ -57,3 +57,8 @@ def test_stored_runs_are_read_by_name(mod, tmp_path):
                     "first_gpu_s": {}})
     )
     assert list(mod.artifact_runs(tmp_path)) == ["1.5-workload-2-seed1"]
+
+
+def test_a_run_with_one_change_is_labelled_with_it(mod):
+    assert mod.run_label({"seed": 1}) == "seed 1"
+    assert mod.run_label({"seed": 1, "variant": "converged fit"}) == "seed 1, converged fit"
