@@ -312,8 +312,9 @@ def test_ctld_killed_between_pin_and_go_with_leases_running_out(
 ) -> None:
     run = CrashRun(slurm_cluster, tmp_path, "fifo")
     # a first wave fills the 16 GPUs; the second waits under the daemon's lease and is pinned
-    # and let go when the first wave ends: the go is where slurmctld dies
-    first = run.submit([JobDef(4, 4.0)] * 4)
+    # and let go when the first wave ends: the go is where slurmctld dies. The first wave runs
+    # long enough that it is still running when the trap is armed, however slow squeue is.
+    first = run.submit([JobDef(4, 10.0)] * 4)
     second = run.submit([JobDef(2, 3.0)] * 8)
     try:
         run.daemon.start()
@@ -328,6 +329,10 @@ def test_ctld_killed_between_pin_and_go_with_leases_running_out(
 
         wait_for(first_running_second_leased, 30, "first wave running, second under the lease")
         run.arm(GO)
+        jobs = squeue_jobs(slurm_cluster)
+        assert all(jobs[j].state == "PENDING" for j in second), (
+            "the second wave was let go before the trap was armed: "
+            f"{ {j: jobs[j].state for j in second} }")
         figures = run.ride_out(outage_s=LEASE_S + 4)
         m = re.search(r"JobId=([0-9,]+) StartTime=now", run.killer.fired_text())
         pinned = [j for j in (m.group(1).split(",") if m else []) if j in second]
