@@ -171,14 +171,24 @@ def _per_node(placement: Placement) -> tuple[int, ...]:
     return tuple(len(p.gpus) for p in placement.parts)
 
 
+def _pollux_app(job: JobView) -> str | None:
+    """The Pollux application whose data ``job`` runs by, ``None`` for a job without it."""
+    spec = job.spec
+    app = str(spec.attrs.get("application", spec.model))
+    if app not in _known_apps() or spec.batch_size is None or spec.duration_s <= 0:
+        return None
+    return app
+
+
 class PolluxArtifactWorld(ProgressModel):
     """Progress model of Pollux's simulator (see the module docstring)."""
 
     def plan_speed(self, job: JobView, placement: Placement) -> float:
-        spec = job.spec
-        app = spec.attrs.get("application", spec.model)
-        if app not in _known_apps() or spec.batch_size is None or spec.duration_s <= 0:
+        app = _pollux_app(job)
+        if app is None:
             return 1.0
+        spec = job.spec
+        assert spec.batch_size is not None
         b0 = int(spec.batch_size)
         settings = job.settings
         if settings.sub_batch_size is None:
@@ -197,14 +207,12 @@ class PolluxArtifactWorld(ProgressModel):
     def rate_holds_until(self, job: JobView, placement: Placement) -> float | None:
         """An elastic job's rate holds to the end of its current epoch; a fixed batch's to the
         end of the job."""
-        spec = job.spec
-        app = spec.attrs.get("application", spec.model)
-        if (job.settings.sub_batch_size is None or app not in _known_apps()
-                or spec.batch_size is None or spec.duration_s <= 0):
+        app = _pollux_app(job)
+        if app is None or job.settings.sub_batch_size is None:
             return None
         ends = _epoch_ends(app)
-        epoch = _epoch_at(app, job.work_done_s / spec.duration_s)
-        return spec.duration_s * ends[epoch] / ends[-1]
+        epoch = _epoch_at(app, job.work_done_s / job.spec.duration_s)
+        return job.spec.duration_s * ends[epoch] / ends[-1]
 
 
 def configured_step_time(app: str, per_node: tuple[int, ...], sub_batch: int,

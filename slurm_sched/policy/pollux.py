@@ -409,27 +409,32 @@ class Pollux(Policy):
         jid = j.view.job_id
         if j.rigid:
             return Start(job_id=jid, placement=target, reason="pollux: rigid job")
-        assert j.profile is not None
         k = target.num_gpus
-        cfg = best_config(j.profile, k, j.fraction, nodes=len(target.parts))
+        batch, settings = self._best_settings(j, target)
         if j.current > 0 or j.view.first_start_s is not None:
             self._restarts[jid] = self._restarts.get(jid, 0) + 1
         self._profiled[jid] = max(self._profiled.get(jid, 0), k)
-        settings = JobSettings(accumulation_steps=cfg.steps, sub_batch_size=cfg.sub_batch)
         return Reconfigure(job_id=jid, placement=target, settings=settings,
-                           reason=f"pollux: {k} GPU(s), batch {cfg.global_batch}")
+                           reason=f"pollux: {k} GPU(s), batch {batch}")
 
     @staticmethod
-    def _rebatch(j: _Job, placement: Placement) -> list[Action]:
-        """A ``Reconfigure`` to the same GPUs when the best batch there has changed."""
+    def _best_settings(j: _Job, placement: Placement) -> tuple[int, JobSettings]:
+        """The goodput-maximising global batch of elastic ``j`` on ``placement``, and the
+        sub-batch and accumulation steps that make it."""
         assert j.profile is not None
         cfg = best_config(j.profile, placement.num_gpus, j.fraction, nodes=len(placement.parts))
+        return cfg.global_batch, JobSettings(accumulation_steps=cfg.steps,
+                                             sub_batch_size=cfg.sub_batch)
+
+    def _rebatch(self, j: _Job, placement: Placement) -> list[Action]:
+        """A ``Reconfigure`` to the same GPUs when the best batch there has changed."""
+        batch, settings = self._best_settings(j, placement)
         now = j.view.settings
-        if (now.accumulation_steps, now.sub_batch_size) == (cfg.steps, cfg.sub_batch):
+        if (now.accumulation_steps, now.sub_batch_size) == (
+                settings.accumulation_steps, settings.sub_batch_size):
             return []
-        settings = JobSettings(accumulation_steps=cfg.steps, sub_batch_size=cfg.sub_batch)
         return [Reconfigure(job_id=j.view.job_id, placement=placement, settings=settings,
-                            reason=f"pollux: batch {cfg.global_batch} on the same GPUs")]
+                            reason=f"pollux: batch {batch} on the same GPUs")]
 
     def next_wakeup_s(self, snapshot: ClusterSnapshot, now_s: float) -> float | None:
         if not snapshot.jobs:
