@@ -44,9 +44,9 @@ from functools import lru_cache
 from slurm_sched.model import JobView, Placement
 from slurm_sched.perf.pollux_goodput import (
     gain,
-    grad_stats,
     init_batch,
     max_batch,
+    stats_at,
     validated_batches,
 )
 from slurm_sched.perf.progress import ProgressModel
@@ -84,16 +84,9 @@ def _epoch_gains(app: str, batch_size: int) -> tuple[float, ...]:
     """Progress one step at global ``batch_size`` adds in each epoch: the gain at ``scale =
     batch_size / init_batch`` with the epoch's gradient statistics interpolated linearly in the
     batch size between the validation runs around it (the artifact's ``get_grad_stats``)."""
-    batches = validated_batches(app)
-    lo = max((b for b in batches if b <= batch_size), default=batches[0])
-    hi = min((b for b in batches if b >= batch_size), default=batches[-1])
-    w = 0.0 if hi == lo else (batch_size - lo) / (hi - lo)
-    below, above = grad_stats(app, lo), grad_stats(app, hi)
     scale = batch_size / init_batch(app)
-    return tuple(
-        gain((1 - w) * below.sqr[e] + w * above.sqr[e],
-             (1 - w) * below.var[e] + w * above.var[e], scale)
-        for e in range(len(_epoch_ends(app))))
+    return tuple(gain(*stats_at(app, batch_size, e), scale)
+                 for e in range(len(_epoch_ends(app))))
 
 
 def _epoch_at(app: str, done: float) -> int:

@@ -90,6 +90,20 @@ def grad_stats(app: str, requested_batch: int) -> GradStats:
     return _grad_stats(app, nearest)
 
 
+@lru_cache(maxsize=65536)
+def stats_at(app: str, batch_size: float, epoch: int) -> tuple[float, float]:
+    """``(sqr, var)`` of ``epoch`` at global ``batch_size``, interpolated linearly in the batch
+    between the validation runs around it (the first or last run outside their range): what a
+    job training at that batch measures, as Pollux's simulator reads it (``get_grad_stats``)."""
+    batches = validated_batches(app)
+    lo = max((b for b in batches if b <= batch_size), default=batches[0])
+    hi = min((b for b in batches if b >= batch_size), default=batches[-1])
+    w = 0.0 if hi == lo else (batch_size - lo) / (hi - lo)
+    below, above = _grad_stats(app, lo), _grad_stats(app, hi)
+    return ((1 - w) * below.sqr[epoch] + w * above.sqr[epoch],
+            (1 - w) * below.var[epoch] + w * above.var[epoch])
+
+
 def gain(sqr: float, var: float, scale: float) -> float:
     """Pollux's statistical gain of a batch ``scale`` times the initial one (<= scale)."""
     if scale <= 0:
@@ -136,10 +150,13 @@ def max_replicas(app: str, max_profiled: int) -> int:
 
 @lru_cache(maxsize=262144)
 def _best(app: str, num_gpus: int, batch_size: int, replicas: int, nodes: int,
-          epoch: int) -> Config:
+          epoch: int, stats_batch: int | None = None) -> Config:
     profile = application_profile(app, num_gpus, batch_size)
-    stats = grad_stats(app, batch_size)
-    sqr, var = stats.sqr[epoch], stats.var[epoch]
+    if stats_batch is None:
+        stats = grad_stats(app, batch_size)
+        sqr, var = stats.sqr[epoch], stats.var[epoch]
+    else:
+        sqr, var = stats_at(app, stats_batch, epoch)
     m0, m_max = init_batch(app), max_batch(app)
     lo_local, hi_local = _local_bounds(app)
     if app in SINGLE_REPLICA_APPS:
@@ -174,28 +191,35 @@ def epoch_index(profile: JobProfile, fraction: float) -> int:
 
 
 def best_config(profile: JobProfile, replicas: int, fraction: float,
-                nodes: int | None = None) -> Config:
-    """The goodput-maximising batch configuration on ``replicas`` GPUs (packed by default)."""
+                nodes: int | None = None, stats_batch: int | None = None) -> Config:
+    """The goodput-maximising batch configuration on ``replicas`` GPUs (packed by default).
+
+    The gradient statistics are those of the validation run nearest the job's requested batch,
+    or, with ``stats_batch``, those a job training at that global batch measures
+    (:func:`stats_at`)."""
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     n = -(-replicas // GPUS_PER_NODE) if nodes is None else nodes
     return _best(profile.app, profile.num_gpus, profile.batch_size, replicas, n,
-                 epoch_index(profile, fraction))
+                 epoch_index(profile, fraction), stats_batch)
 
 
 @lru_cache(maxsize=262144)
-def _speedup(app: str, num_gpus: int, batch_size: int, replicas: int, epoch: int) -> float:
+def _speedup(app: str, num_gpus: int, batch_size: int, replicas: int, epoch: int,
+             stats_batch: int | None) -> float:
     nodes = -(-replicas // GPUS_PER_NODE)
-    return (_best(app, num_gpus, batch_size, replicas, nodes, epoch).goodput
-            / _best(app, num_gpus, batch_size, 1, 1, epoch).goodput)
+    return (_best(app, num_gpus, batch_size, replicas, nodes, epoch, stats_batch).goodput
+            / _best(app, num_gpus, batch_size, 1, 1, epoch, stats_batch).goodput)
 
 
-def speedup(profile: JobProfile, replicas: int, fraction: float) -> float:
-    """Goodput on ``replicas`` packed GPUs over goodput on one GPU (Pollux's speedup)."""
+def speedup(profile: JobProfile, replicas: int, fraction: float,
+            stats_batch: int | None = None) -> float:
+    """Goodput on ``replicas`` packed GPUs over goodput on one GPU (Pollux's speedup), with
+    the gradient statistics of :func:`best_config`."""
     if replicas <= 0:
         return 0.0
     return _speedup(profile.app, profile.num_gpus, profile.batch_size, replicas,
-                    epoch_index(profile, fraction))
+                    epoch_index(profile, fraction), stats_batch)
 
 
 def replica_options(limit: int, gpus_per_node: int = GPUS_PER_NODE) -> list[int]:

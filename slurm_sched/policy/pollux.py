@@ -30,7 +30,11 @@ replaced by a greedy marginal-gain search over GPU counts (step 2), which takes 
 :func:`exhaustive_counts` is the reference it is measured against on small cases
 (``docs/reproductions/sjf-bsbf.md``: same objective on all but a few of the random cases, and
 within a small margin on those). The throughput and efficiency models are the offline fit of the
-measurements the world simulates with (Pollux after its profiling has converged). A running
+measurements the world simulates with (Pollux after its profiling has converged); the gradient
+statistics are those of the job's own validation run at its requested batch, or, with
+``grad_stats="current"``, those the job measures at the global batch it trains at now (what
+AdaptDL reports and the OSDI'21 artifact's policy reads; a job that never ran, at the
+application's initial batch). A running
 job's batch size is re-chosen when its GPU count changes; with ``rebatch=True`` also at every
 cycle for jobs that keep their GPUs (AdaptDL changes the batch in process; through Slurm every
 change of settings is a requeue, so it is off by default; the ``pollux-artifact`` profile turns
@@ -58,6 +62,7 @@ from slurm_sched.model import (
 )
 from slurm_sched.perf.pollux_goodput import (
     best_config,
+    init_batch,
     max_replicas,
     replica_options,
     speedup,
@@ -78,6 +83,7 @@ class _Job:
     penalty: float  # speedup factor when its allocation changes
     limit: int  # most GPUs it may get
     base: float = 1.0  # speed-up the values are relative to (see ``speedup_base``)
+    stats_batch: int | None = None  # batch its gradient statistics are read at (``grad_stats``)
     alloc: int = 0
     _values: dict[int, float] = field(default_factory=dict)
 
@@ -92,7 +98,7 @@ class _Job:
             if k <= 0 or self.profile is None:
                 got = 0.0
             else:
-                s = speedup(self.profile, k, self.fraction) / self.base
+                s = speedup(self.profile, k, self.fraction, self.stats_batch) / self.base
                 got = s if k == self.current else s * self.penalty
             self._values[k] = got
         return got
@@ -187,7 +193,7 @@ class Pollux(Policy):
 
     def __init__(self, interval_s: float = 60.0, restart_s: float = 30.0,
                  search: str = "greedy", rebatch: bool = False,
-                 speedup_base: str = "one") -> None:
+                 speedup_base: str = "one", grad_stats: str = "requested") -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         if restart_s < 0:
@@ -196,6 +202,8 @@ class Pollux(Policy):
             raise ValueError(f"search must be 'greedy' or 'exhaustive', got {search!r}")
         if speedup_base not in ("one", "fair"):
             raise ValueError(f"speedup_base must be 'one' or 'fair', got {speedup_base!r}")
+        if grad_stats not in ("requested", "current"):
+            raise ValueError(f"grad_stats must be 'requested' or 'current', got {grad_stats!r}")
         self.interval_s = interval_s
         self.restart_s = restart_s
         self.search = search
@@ -206,6 +214,11 @@ class Pollux(Policy):
         # re-pick the batch of jobs that keep their GPUs at every cycle (AdaptDL does so in
         # process; through Slurm every settings change is a requeue, hence off by default)
         self.rebatch = rebatch
+        # the gradient statistics a job's goodput is predicted with: its own run's at the batch
+        # it requested, or those it measures at the batch it trains at now (Pollux reads them
+        # from the running job; a job that never ran, at the application's initial batch)
+        self.grad_stats = grad_stats
+        self._batch: dict[str, int] = {}  # global batch last set per job
         # learned state: most replicas a job has run with, and its restarts
         self._profiled: dict[str, int] = {}
         self._restarts: dict[str, int] = {}
@@ -223,7 +236,7 @@ class Pollux(Policy):
         self._seen_s = now_s
         if len(self._service) > 2 * len(snapshot.jobs) + 64:
             active = snapshot.by_id
-            for d in (self._service, self._profiled, self._restarts):
+            for d in (self._service, self._profiled, self._restarts, self._batch):
                 for k in [k for k in d if k not in active]:
                     del d[k]
 
@@ -247,10 +260,13 @@ class Pollux(Policy):
             if prof is not None:
                 limit = max_replicas(prof.app, self._profiled.get(v.job_id, 0))
             frac = min(max(frac, 0.0), 1.0)
+            stats_batch = None
+            if prof is not None and self.grad_stats == "current":
+                stats_batch = self._batch.get(v.job_id, init_batch(prof.app))
             base = 1.0
             if prof is not None and self.speedup_base == "fair":
-                base = speedup(prof, fair, frac)
-            out.append(_Job(v, prof, cur, frac, penalty, limit, base))
+                base = speedup(prof, fair, frac, stats_batch)
+            out.append(_Job(v, prof, cur, frac, penalty, limit, base, stats_batch))
         return out
 
     def allocate(self, snapshot: ClusterSnapshot, now_s: float) -> list[_Job]:
@@ -414,6 +430,7 @@ class Pollux(Policy):
         if j.current > 0 or j.view.first_start_s is not None:
             self._restarts[jid] = self._restarts.get(jid, 0) + 1
         self._profiled[jid] = max(self._profiled.get(jid, 0), k)
+        self._batch[jid] = batch
         return Reconfigure(job_id=jid, placement=target, settings=settings,
                            reason=f"pollux: {k} GPU(s), batch {batch}")
 
@@ -422,7 +439,8 @@ class Pollux(Policy):
         """The goodput-maximising global batch of elastic ``j`` on ``placement``, and the
         sub-batch and accumulation steps that make it."""
         assert j.profile is not None
-        cfg = best_config(j.profile, placement.num_gpus, j.fraction, nodes=len(placement.parts))
+        cfg = best_config(j.profile, placement.num_gpus, j.fraction, nodes=len(placement.parts),
+                          stats_batch=j.stats_batch)
         return cfg.global_batch, JobSettings(accumulation_steps=cfg.steps,
                                              sub_batch_size=cfg.sub_batch)
 
@@ -433,6 +451,7 @@ class Pollux(Policy):
         if (now.accumulation_steps, now.sub_batch_size) == (
                 settings.accumulation_steps, settings.sub_batch_size):
             return []
+        self._batch[j.view.job_id] = batch
         return [Reconfigure(job_id=j.view.job_id, placement=placement, settings=settings,
                             reason=f"pollux: batch {batch} on the same GPUs")]
 

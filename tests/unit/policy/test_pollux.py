@@ -9,6 +9,7 @@ import pytest
 from slurm_sched.controller import Controller
 from slurm_sched.model import JobSettings, JobSpec, JobState, Reconfigure, parse_cluster_spec
 from slurm_sched.perf.pollux_goodput import (
+    _grad_stats,
     best_config,
     efficiency_ratio,
     gain,
@@ -16,6 +17,8 @@ from slurm_sched.perf.pollux_goodput import (
     max_replicas,
     replica_options,
     speedup,
+    stats_at,
+    validated_batches,
 )
 from slurm_sched.perf.sjf_bsbf_model import GavelXi, job_profile
 from slurm_sched.perf.sjf_bsbf_world import SjfBsbfWorld
@@ -215,6 +218,40 @@ def test_speedup_base_fair_measures_each_job_against_its_fair_share():
         assert f.value(2) == pytest.approx(o.value(2) / o.value(6))
     with pytest.raises(ValueError, match="speedup_base"):
         Pollux(speedup_base="two")
+
+
+def test_stats_at_a_batch_interpolate_between_the_validation_runs_around_it():
+    lo, hi = validated_batches("cifar10")[1:3]  # 256, 512
+    a, b = _grad_stats("cifar10", lo), _grad_stats("cifar10", hi)
+    assert stats_at("cifar10", lo, 40) == (a.sqr[40], a.var[40])
+    sqr, var = stats_at("cifar10", (3 * lo + hi) / 4, 40)
+    assert sqr == pytest.approx(0.75 * a.sqr[40] + 0.25 * b.sqr[40])
+    assert var == pytest.approx(0.75 * a.var[40] + 0.25 * b.var[40])
+    first, last = validated_batches("cifar10")[0], validated_batches("cifar10")[-1]
+    assert stats_at("cifar10", first / 2, 3) == stats_at("cifar10", first, 3)
+    assert stats_at("cifar10", last * 2, 3) == stats_at("cifar10", last, 3)
+
+
+def test_grad_stats_current_predicts_with_the_batch_the_job_trains_at():
+    spec = pjob("x", "cifar10", 8, 4096, 3000)
+    be = SimulatedBackend(parse_cluster_spec("2x4"), [spec], progress=SjfBsbfWorld(GavelXi()))
+    be.advance_to(0)
+    pol = Pollux(grad_stats="current")
+    [never_ran] = pol._jobs(be.snapshot(), 0.0)
+    assert never_ran.stats_batch == init_batch("cifar10")
+    be.apply(pol.decide(be.snapshot(), 0.0))
+    be.advance_to(900.0)
+    [j] = pol._jobs(be.snapshot(), 900.0)
+    s = be.snapshot().by_id["x"].settings
+    assert s.sub_batch_size is not None
+    assert j.stats_batch == s.sub_batch_size * s.accumulation_steps  # on one GPU
+    assert j.value(2) == pytest.approx(
+        speedup(j.profile, 2, j.fraction, j.stats_batch) * j.penalty)
+    [requested] = Pollux()._jobs(be.snapshot(), 900.0)
+    assert requested.stats_batch is None
+    assert j.value(2) != pytest.approx(requested.value(2))
+    with pytest.raises(ValueError, match="grad_stats"):
+        Pollux(grad_stats="latest")
 
 
 def test_registered_as_elastic_in_the_sjf_bsbf_world():
