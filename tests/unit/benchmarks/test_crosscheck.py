@@ -125,3 +125,12 @@ def test_a_dump_runs_a_pair_the_json_already_holds(xc, tmp_path, monkeypatch) ->
     assert xc.main(args) == 0 and calls == []
     assert xc.main([*args, "--dump", str(tmp_path / "dump")]) == 0
     assert calls == [tmp_path / "dump" / "muri_trace3_srtf_artifact.csv"]
+
+
+def test_the_tables_of_the_doc_are_the_report_of_the_committed_json(xc) -> None:
+    # crosscheck.md quotes `python benchmarks/crosscheck.py --report-only`; a run that changed
+    # the JSON without the doc (or the reverse) shows here
+    doc = (SCRIPT.parents[1] / "docs" / "reproductions" / "crosscheck.md").read_text()
+    runs = xc.load(xc.OUT)
+    assert xc.summary(runs) in doc
+    assert xc.report(runs) in doc
