@@ -14,9 +14,10 @@ published runs against them.
 
     python benchmarks/pollux_search.py                         # all 24 workloads, ~1 minute
     python benchmarks/pollux_search.py -o grad_stats=requested # a policy option changed: printed
+    python benchmarks/pollux_search.py --set round_s=null      # a profile field changed: printed
     python benchmarks/pollux_search.py --report-only           # the table, from the JSON
 
-Writes ``benchmarks/results/pollux_search.json`` (not with ``-o``);
+Writes ``benchmarks/results/pollux_search.json`` (not with ``-o`` or ``--set``);
 ``docs/reproductions/crosscheck.md`` quotes it.
 """
 
@@ -53,13 +54,12 @@ def _published(trace: str) -> dict[str, float]:
     return ref.jobs
 
 
-def compare(trace: str, theirs: dict[str, float], options: dict[str, object]) -> dict:
-    """Ours (with policy ``options`` over the profile's) and the published run, each against
-    the artifact's run with our search (``theirs``) on ``trace``."""
+def compare(trace: str, theirs: dict[str, float], change: xc.Change = xc.NO_CHANGE) -> dict:
+    """Ours (the profile with ``change``) and the published run, each against the artifact's
+    run with our search (``theirs``) on ``trace``."""
     artifact = xc.ARTIFACTS["pollux"]
     jobs = artifact.trace(trace)
     submit = {j.job_id: j.submit_time_s for j in jobs}
-    change = xc.Change(options, {}) if options else xc.NO_CHANGE
     done = xc.run(artifact, jobs, "pollux", "artifact", change).completed
     ours = {c.spec.job_id: c.jct_s for c in done}
     avg = sum(theirs.values()) / len(theirs)
@@ -114,13 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a policy option over the profile's (JSON value or string); "
                          "printed, not saved")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a field of the profile replaced, e.g. round_s=null; printed, not saved")
     ap.add_argument("--report-only", action="store_true",
                     help="print the Markdown table of the stored results and stop")
     args = ap.parse_args(argv)
     if args.report_only:
         print(report(json.loads(args.out.read_text())["workloads"]))
         return 0
-    options = xc.parse_assignments(args.option)
+    change = xc.Change(xc.parse_assignments(args.option), xc.parse_assignments(args.set))
     runs = stored_runs(args.runs)
     if not runs:
         print(f"no runs in {args.runs}", file=sys.stderr)
@@ -130,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "avg ratio, ends within 1%, JCTs within 1%")
     for run in sorted(runs.values(), key=lambda r: r["trace"]):
         theirs = {k: float(v) for k, v in run["jcts"].items()}
-        row = compare(run["trace"], theirs, options)
+        row = compare(run["trace"], theirs, change)
         row["jobs"] = len(theirs)
         rows.append(row)
         o, p = row["ours"], row["published"]
@@ -151,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{s['ours']['jct_within_1pct']:.1%} of JCTs within 1%; published "
                   f"{s['published']['end_within_1pct']:.1%}, "
                   f"{s['published']['jct_within_1pct']:.1%}")
-    if options:
+    if change:
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"workloads": rows, "summary": summary}, indent=1,
