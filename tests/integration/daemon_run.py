@@ -96,6 +96,7 @@ def write_config(
     start_timeout_s: float = 15,
     policy_options: dict[str, float] | None = None,
     clients_from_path: bool = False,
+    lease_s: float = LEASE_S,
 ) -> Path:
     """The daemon's TOML config for ``cluster``. ``clients_from_path``: name the cluster by its
     ``slurm_conf`` and settings dir instead of ``mini_cluster``, so that the Slurm clients the
@@ -111,7 +112,7 @@ def write_config(
     path.write_text(
         f'policy = "{policy}"\n'
         f"period_s = {PERIOD_S}\n"
-        f"lease_s = {LEASE_S}\n"
+        f"lease_s = {lease_s}\n"
         + where
         + f'managed_partitions = ["{cluster.managed_partitions[0]}"]\n'
         f'state_dir = "{path.parent / "state"}"\n'

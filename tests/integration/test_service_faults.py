@@ -51,8 +51,11 @@ def test_sigkill_every_15s_all_60_jobs_complete_exactly_once(
 ) -> None:
     """SRTF (preemptive): 40 jobs of 2-6 s, then 20 of 1 s that preempt the longer ones; the
     daemon is SIGKILLed 7.5 s after its start and every 15 s after that."""
+    # a lease renewed up to lease/2 before a kill must outlast the restart on a loaded machine
+    # (two suites on two cores): every run here is the daemon's, none Slurm's after a lease
     daemon = DaemonProcess(
-        write_config(tmp_path / "config.toml", slurm_cluster, policy="srtf"), tmp_path
+        write_config(tmp_path / "config.toml", slurm_cluster, policy="srtf", lease_s=40),
+        tmp_path,
     )
     rng = random.Random(60)
     first = [
