@@ -80,8 +80,9 @@ if [ -e "$dir/trigger" ]; then
     # within 5 s of a change (SAVE_MAX_WAIT); it packs its state before it writes the file and
     # logs with ms resolution, so a save written at least 0.2 s after the last job end holds it,
     # and so does the last save when 6 s pass without another (no change came after its pack).
-    # Each try freezes slurmctld (SIGSTOP: no change between the check and the kill); at most
-    # three tries, about 12 s: the daemon kills a client call after its command_timeout_s (15 s)
+    # Each try waits for a save, then freezes slurmctld (SIGSTOP: no change between the check
+    # and the kill); two tries, about 12 s: the daemon kills a client call after its
+    # command_timeout_s (15 s)
     last_end() {{
       local line
       line=$(grep '_job_complete: .* done' {ctld_log} 2>/dev/null | tail -n 1) || true
@@ -89,8 +90,14 @@ if [ -e "$dir/trigger" ]; then
       if [ -n "$line" ]; then date -d "${{line%%]*}}" +%s.%N; else echo 0; fi
     }}
     touch "$dir/unsaved-end"
-    fresh=1
-    for try in 1 2 3; do
+    for try in 1 2; do
+      # wait for a save after this call: it holds every change before it (the daemon's pins)
+      touch "$dir/matched"
+      fresh=0
+      for _ in $(seq 60); do
+        [ -n "$(find {job_state} -newer "$dir/matched" 2>/dev/null)" ] && fresh=1 && break
+        sleep 0.1
+      done
       kill -STOP "$pid"
       saved=$(stat -c %.9Y {job_state})
       ended=$(last_end)
@@ -100,14 +107,8 @@ if [ -e "$dir/trigger" ]; then
         rm -f "$dir/unsaved-end"
         break
       fi
-      [ "$try" = 3 ] && break
+      [ "$try" = 2 ] && break
       kill -CONT "$pid"
-      touch "$dir/matched"
-      fresh=0
-      for _ in $(seq 60); do
-        [ -n "$(find {job_state} -newer "$dir/matched" 2>/dev/null)" ] && fresh=1 && break
-        sleep 0.1
-      done
     done
     kill -KILL "$pid"
     printf '%s\\n' "$text" >"$dir/fired.text"
@@ -164,7 +165,7 @@ class CtldKiller:
             return None
 
     def lost_a_job_end(self) -> bool:
-        """The kill came before a save of slurmctld's last job end (three tries failed)."""
+        """The kill came before a save of slurmctld's last job end (both tries failed)."""
         return (self.dir / "unsaved-end").exists()
 
     def saves(self) -> str:
