@@ -33,6 +33,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import crosscheck as xc  # noqa: E402
+from pollux_spread import published  # noqa: E402
 
 RUNS = xc.PEER / "pollux" / "runs-our-search"
 OUT = BENCH / "results" / "pollux_search.json"
@@ -47,13 +48,6 @@ def stored_runs(directory: Path = RUNS) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
 
 
-def _published(trace: str) -> dict[str, float]:
-    ref = next(p.reference for p in xc.pollux_pairs()
-               if p.trace == trace and p.policy == "pollux")
-    assert ref.jobs is not None, f"no per-job output of Pollux on {trace}"
-    return ref.jobs
-
-
 def compare(trace: str, theirs: dict[str, float], change: xc.Change = xc.NO_CHANGE) -> dict:
     """Ours (the profile with ``change``) and the published run, each against the artifact's
     run with our search (``theirs``) on ``trace``."""
@@ -65,7 +59,7 @@ def compare(trace: str, theirs: dict[str, float], change: xc.Change = xc.NO_CHAN
     avg = sum(theirs.values()) / len(theirs)
     out: dict[str, object] = {"trace": trace, "tuning": trace in TUNING,
                               "their_avg_jct_s": avg}
-    for name, jcts in (("ours", ours), ("published", _published(trace))):
+    for name, jcts in (("ours", ours), ("published", published(trace))):
         agree = xc.compare_jobs(jcts, theirs, submit)
         out[name] = {"avg_ratio": sum(jcts[j] for j in theirs) / len(theirs) / avg,
                      "end_within_1pct": agree["end_within_1pct"],
